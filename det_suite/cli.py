@@ -1,0 +1,32 @@
+"""`det-suite <command>`: each module in det_suite.commands registers one subcommand."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+import det_suite.commands as commands_pkg
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="det-suite",
+        description="Deterministic FP8 inference: kernels, invariance checks, reports.")
+    sub = parser.add_subparsers(dest="command", metavar="<command>")
+    sub.required = True
+    for info in sorted(pkgutil.iter_modules(commands_pkg.__path__), key=lambda i: i.name):
+        module = importlib.import_module(f"{commands_pkg.__name__}.{info.name}")
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    return int(args.handler(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

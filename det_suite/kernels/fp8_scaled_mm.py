@@ -1,0 +1,116 @@
+"""Static per-tensor FP8 scaled matrix multiply with a reduction schedule fixed by (N, K).
+
+out[m, n] = cast( (sum_k a[m, k] * b[k, n]) * (a_scale * b_scale) + bias[n] )
+
+The reduction schedule is the triple (partition of K into SPLIT_K chunks of K_CHUNK
+elements, BLOCK_K tiles visited in ascending order inside a chunk, chunks added to an fp32
+running total in ascending order). The caller derives all three from (N, K) only; BLOCK_M
+and the grid may follow M. Two launch shapes realise the same schedule:
+
+- WRITE_PARTIALS=False: one program walks every chunk of its tile, each chunk summed into a
+  fresh accumulator and added to the total in order (no workspace; for large M).
+- WRITE_PARTIALS=True: program (tile, s) writes chunk s's fp32 sum to a workspace and
+  `fp8_splitk_reduce_kernel` adds the chunks in order (more CTAs; for small M).
+
+Both compute identical arithmetic, so the launch shape may depend on M.
+"""
+
+import triton
+import triton.language as tl
+
+from det_suite.kernels.fp8_epilogue import scale_and_bias
+
+
+@triton.jit
+def _tile_coordinates(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
+    # Grouped ordering keeps GROUP_M row tiles on the same weight columns for L2 reuse.
+    # Which program computes a tile never changes that tile's arithmetic.
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    return pid_m, pid_n
+
+
+@triton.jit
+def _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, k_begin, K, K_CHUNK,
+                 stride_ak, stride_bk,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 EVEN_K: tl.constexpr):
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_am[:, None] + (k_begin + offs_k)[None, :] * stride_ak
+    b_ptrs = b_ptr + (k_begin + offs_k)[:, None] * stride_bk + offs_bn[None, :]
+    k_end = tl.minimum(k_begin + K_CHUNK, K)
+    for k0 in range(k_begin, k_end, BLOCK_K):
+        if EVEN_K:
+            a = tl.load(a_ptrs)
+            b = tl.load(b_ptrs)
+        else:
+            # Zero-fill the K tail on both operands: a garbage product past K would be
+            # summed into real outputs.
+            k_in_range = (k0 + offs_k) < K
+            a = tl.load(a_ptrs, mask=k_in_range[None, :], other=0.0)
+            b = tl.load(b_ptrs, mask=k_in_range[:, None], other=0.0)
+        acc = tl.dot(a, b, acc)
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    return acc
+
+
+@triton.jit
+def fp8_scaled_mm_kernel(
+    a_ptr, b_ptr, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
+    M, N, K, K_CHUNK,
+    stride_am, stride_ak,
+    stride_bk, stride_bn,
+    stride_os, stride_om, stride_on,
+    HAS_BIAS: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    WRITE_PARTIALS: tl.constexpr,
+    EVEN_K: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    pid_m, pid_n = _tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    # Padding rows/columns wrap onto real ones so operand loads need no M/N mask; their
+    # results are masked at the store and never read back.
+    offs_am = (offs_m % M) * stride_am
+    offs_bn = (offs_n % N) * stride_bn
+    row_in_range = offs_m < M
+    col_in_range = offs_n < N
+    store_mask = row_in_range[:, None] & col_in_range[None, :]
+
+    if WRITE_PARTIALS:
+        split = tl.program_id(1)
+        acc = _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, split * K_CHUNK, K, K_CHUNK,
+                           stride_ak, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
+        out_ptrs = (out_ptr + split * stride_os
+                    + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on)
+        tl.store(out_ptrs, acc, mask=store_mask)
+    else:
+        if SPLIT_K == 1:
+            total = _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, 0, K, K_CHUNK,
+                                 stride_ak, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
+        else:
+            # Same arithmetic as the workspace path: fresh accumulator per chunk, chunks
+            # added to a zero-initialised total in ascending order.
+            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for split in range(SPLIT_K):
+                total += _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, split * K_CHUNK, K,
+                                      K_CHUNK, stride_ak, stride_bk,
+                                      BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
+        scale = tl.load(a_scale_ptr) * tl.load(b_scale_ptr)
+        bias = tl.zeros((BLOCK_N,), dtype=tl.float32)
+        if HAS_BIAS:
+            bias = tl.load(bias_ptr + offs_n, mask=col_in_range, other=0.0).to(tl.float32)
+        out = scale_and_bias(total, scale, bias[None, :], HAS_BIAS)
+        out_ptrs = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on
+        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=store_mask)

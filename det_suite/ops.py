@@ -1,0 +1,254 @@
+"""Public entry points: static per-tensor FP8 quantization and linear.
+
+Every argument is validated before a kernel launches; bad input raises ValueError or
+TypeError naming the argument and what was expected. Nothing is silently converted.
+
+NaN/Inf in `x`: quantization is x / input_scale clamped to +-448. +-Inf saturates to
++-448 (then scaled like any other value); NaN stays NaN through the clamp and the FP8
+cast, so a NaN anywhere in row i makes every output of row i NaN and touches no other row.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import torch
+
+from det_suite.arch import device_family
+from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
+from det_suite.kernels.fp8_quantize import fp8_quantize_kernel
+from det_suite.kernels.fp8_scaled_mm import fp8_scaled_mm_kernel
+from det_suite.kernels.fp8_splitk_reduce import fp8_splitk_reduce_kernel
+from det_suite.policy import LaunchConfig, TilePolicy, shipped_policy
+
+ACTIVATION_DTYPES = (torch.bfloat16, torch.float16)
+FP8_DTYPE = torch.float8_e4m3fn
+WeightLayout = Literal["auto", "nk", "kn"]
+
+_QUANT_BLOCK_M = 16
+_QUANT_BLOCK_K = 128
+_REDUCE_BLOCK_M = 16
+_REDUCE_BLOCK_N = 128
+# Both GEMM kernels share one epilogue; without FMA contraction it rounds identically in
+# each (scale, then bias, two fp32 roundings).
+_KERNEL_OPTIONS = {"enable_fp_fusion": False}
+
+
+# ---------------------------------------------------------------- validation helpers
+
+def _require_tensor(value, name: str) -> torch.Tensor:
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__}")
+    return value
+
+
+def _require_dtype(t: torch.Tensor, name: str, allowed: tuple[torch.dtype, ...]) -> None:
+    if t.dtype not in allowed:
+        names = ", ".join(str(d).replace("torch.", "") for d in allowed)
+        raise TypeError(f"{name} must have dtype {names}; got {str(t.dtype).replace('torch.', '')}")
+
+
+def _require_same_device(tensors: dict[str, torch.Tensor | None]) -> torch.device:
+    present = {k: v for k, v in tensors.items() if v is not None}
+    devices = {k: v.device for k, v in present.items()}
+    first_name, first = next(iter(devices.items()))
+    for name, dev in devices.items():
+        if dev != first:
+            raise ValueError(f"{name} is on {dev} but {first_name} is on {first}; "
+                             "all tensors must be on one device")
+    return first
+
+
+def validate_scale(scale, name: str) -> torch.Tensor:
+    """A static per-tensor scale: float32, one element (0-d or shape (1,)), finite, > 0."""
+    scale = _require_tensor(scale, name)
+    _require_dtype(scale, name, (torch.float32,))
+    if scale.numel() != 1 or scale.dim() > 1:
+        raise ValueError(f"{name} must hold exactly one element (shape () or (1,)) for a "
+                         f"per-tensor scale; got shape {tuple(scale.shape)}")
+    value = float(scale.reshape(()).item())
+    if not math.isfinite(value) or value <= 0.0:
+        raise ValueError(f"{name} must be finite and positive; got {value}")
+    return scale.reshape(1)
+
+
+def resolve_weight(weight, k: int, layout: WeightLayout = "auto") -> torch.Tensor:
+    """Return the weight as a (K, N) view whatever its layout.
+
+    "nk": an [N, K] tensor (F.linear's layout). "kn": a (K, N) tensor, e.g. SGLang's
+    column-major view `w.t()` of an [N, K] tensor. "auto": the dimension equal to K is K; if
+    both are (square weight), K is the dimension with stride 1, since FP8 GEMM weights are
+    stored K-contiguous in both conventions.
+    """
+    weight = _require_tensor(weight, "weight")
+    _require_dtype(weight, "weight", (FP8_DTYPE,))
+    if weight.dim() != 2:
+        raise ValueError(f"weight must be 2-D ([N, K] or (K, N)); got shape {tuple(weight.shape)}")
+    if layout not in ("auto", "nk", "kn"):
+        raise ValueError(f"weight_layout must be 'auto', 'nk' or 'kn'; got {layout!r}")
+    rows, cols = weight.shape
+    if layout == "auto":
+        if cols == k and rows != k:
+            layout = "nk"
+        elif rows == k and cols != k:
+            layout = "kn"
+        elif rows == k and cols == k:
+            if weight.stride(1) == 1:
+                layout = "nk"
+            elif weight.stride(0) == 1:
+                layout = "kn"
+            else:
+                raise ValueError("weight is square and neither dimension has stride 1; pass "
+                                 "weight_layout='nk' or 'kn' to say which dimension is K")
+        else:
+            raise ValueError(f"weight shape {tuple(weight.shape)} has no dimension equal to "
+                             f"x's last dimension K={k}")
+    kn = weight.t() if layout == "nk" else weight
+    if kn.shape[0] != k:
+        raise ValueError(f"weight K dimension is {kn.shape[0]} (layout {layout!r}) but x's last "
+                         f"dimension is K={k}")
+    return kn
+
+
+# ---------------------------------------------------------------- launches
+
+def _policy_for(device: torch.device, policy: TilePolicy | None) -> TilePolicy:
+    return policy if policy is not None else shipped_policy(device_family(device))
+
+
+def quantize_fp8(x: torch.Tensor, input_scale: torch.Tensor) -> torch.Tensor:
+    """Static per-tensor quantization of a 2-D (M, K) activation to float8_e4m3fn."""
+    x = _require_tensor(x, "x")
+    _require_dtype(x, "x", ACTIVATION_DTYPES + (torch.float32,))
+    if x.dim() != 2:
+        raise ValueError(f"x must be 2-D (M, K) for quantize_fp8; got shape {tuple(x.shape)}")
+    scale = validate_scale(input_scale, "input_scale")
+    _require_same_device({"x": x, "input_scale": scale})
+    m, k = x.shape
+    q = torch.empty((m, k), dtype=FP8_DTYPE, device=x.device)
+    if m == 0 or k == 0:
+        return q
+    grid = (triton_cdiv(m, _QUANT_BLOCK_M), triton_cdiv(k, _QUANT_BLOCK_K))
+    fp8_quantize_kernel[grid](
+        x, q, scale, m, k, x.stride(0), x.stride(1), q.stride(0), q.stride(1),
+        FP8_MAX=FP8_E4M3_MAX, BLOCK_M=_QUANT_BLOCK_M, BLOCK_K=_QUANT_BLOCK_K,
+    )
+    return q
+
+
+def triton_cdiv(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
+                    b_scale: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
+                    config: LaunchConfig) -> torch.Tensor:
+    """Launch the GEMM for already-validated operands: a (M, K) fp8, b_kn (K, N) fp8."""
+    m, k = a.shape
+    n = b_kn.shape[1]
+    k_chunk = config.k_chunk(k)
+    even_k = k % config.block_k == 0
+    tiles = triton_cdiv(m, config.block_m) * triton_cdiv(n, config.block_n)
+    launch = dict(num_warps=config.num_warps, num_stages=config.num_stages, **_KERNEL_OPTIONS)
+    bias_arg = bias if bias is not None else a_scale  # never read when HAS_BIAS is False
+    if config.use_workspace:
+        partials = torch.empty((config.split_k, m, n), dtype=torch.float32, device=a.device)
+        fp8_scaled_mm_kernel[(tiles, config.split_k)](
+            a, b_kn, partials, bias_arg, a_scale, b_scale,
+            m, n, k, k_chunk,
+            a.stride(0), a.stride(1), b_kn.stride(0), b_kn.stride(1),
+            partials.stride(0), partials.stride(1), partials.stride(2),
+            HAS_BIAS=bias is not None, SPLIT_K=config.split_k, WRITE_PARTIALS=True,
+            EVEN_K=even_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+            BLOCK_K=config.block_k, GROUP_M=config.group_m, **launch,
+        )
+        grid = (triton_cdiv(m, _REDUCE_BLOCK_M), triton_cdiv(n, _REDUCE_BLOCK_N))
+        fp8_splitk_reduce_kernel[grid](
+            partials, out, bias_arg, a_scale, b_scale, m, n,
+            partials.stride(0), partials.stride(1), partials.stride(2),
+            out.stride(0), out.stride(1),
+            HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
+            BLOCK_M=_REDUCE_BLOCK_M, BLOCK_N=_REDUCE_BLOCK_N, **_KERNEL_OPTIONS,
+        )
+        return out
+    fp8_scaled_mm_kernel[(tiles, 1)](
+        a, b_kn, out, bias_arg, a_scale, b_scale,
+        m, n, k, k_chunk,
+        a.stride(0), a.stride(1), b_kn.stride(0), b_kn.stride(1),
+        0, out.stride(0), out.stride(1),
+        HAS_BIAS=bias is not None, SPLIT_K=config.split_k, WRITE_PARTIALS=False,
+        EVEN_K=even_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
+        BLOCK_K=config.block_k, GROUP_M=config.group_m, **launch,
+    )
+    return out
+
+
+def fp8_scaled_mm(a: torch.Tensor, weight: torch.Tensor, a_scale: torch.Tensor,
+                  weight_scale: torch.Tensor, bias: torch.Tensor | None = None, *,
+                  out_dtype: torch.dtype = torch.bfloat16, weight_layout: WeightLayout = "auto",
+                  num_stages: int | None = None, policy: TilePolicy | None = None,
+                  config: LaunchConfig | None = None) -> torch.Tensor:
+    """(M, K) float8_e4m3fn activations times an FP8 weight, scaled, plus bias.
+
+    The counterpart of `torch._scaled_mm` with per-tensor scales: use it to compare GEMMs on
+    identical quantized inputs. `config` pins a launch config (tuning and tests); otherwise
+    the policy for a's device picks one by (N, K) and M.
+    """
+    a = _require_tensor(a, "a")
+    _require_dtype(a, "a", (FP8_DTYPE,))
+    if a.dim() != 2:
+        raise ValueError(f"a must be 2-D (M, K); got shape {tuple(a.shape)}")
+    if out_dtype not in ACTIVATION_DTYPES:
+        raise TypeError(f"out_dtype must be bfloat16 or float16; got {out_dtype}")
+    m, k = a.shape
+    b_kn = resolve_weight(weight, k, weight_layout)
+    n = b_kn.shape[1]
+    a_scale = validate_scale(a_scale, "a_scale")
+    weight_scale = validate_scale(weight_scale, "weight_scale")
+    if bias is not None:
+        bias = _require_tensor(bias, "bias")
+        _require_dtype(bias, "bias", ACTIVATION_DTYPES + (torch.float32,))
+        if bias.dim() != 1 or bias.shape[0] != n:
+            raise ValueError(f"bias must have shape ({n},) to match the weight's N; got "
+                             f"{tuple(bias.shape)}")
+    device = _require_same_device({"a": a, "weight": weight, "a_scale": a_scale,
+                                   "weight_scale": weight_scale, "bias": bias})
+    out = torch.empty((m, n), dtype=out_dtype, device=device)
+    if m == 0:
+        return out
+    if k == 0:
+        raise ValueError("K must be >= 1: x's last dimension is 0")
+    if config is None:
+        config = _policy_for(device, policy).select(m, n, k, num_stages=num_stages)
+    return launch_fp8_gemm(a, b_kn, a_scale, weight_scale, bias, out, config)
+
+
+def fp8_linear(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor,
+               input_scale: torch.Tensor, bias: torch.Tensor | None = None, *,
+               weight_layout: WeightLayout = "auto", num_stages: int | None = None,
+               policy: TilePolicy | None = None) -> torch.Tensor:
+    """Batch-invariant static per-tensor FP8 linear: y = (q(x) @ W^T) * s_x * s_w + bias.
+
+    x: BF16/FP16, shape (..., K), any strides. weight: float8_e4m3fn [N, K] or its (K, N)
+    column-major view (see `resolve_weight`). Scales: float32, one element, finite, > 0.
+    bias: optional (N,). Returns x.dtype, shape (..., N). Row i of the output depends on row
+    i of x only, with a reduction schedule fixed by (N, K): bit-identical for any M.
+    """
+    x = _require_tensor(x, "x")
+    _require_dtype(x, "x", ACTIVATION_DTYPES)
+    if x.dim() < 1:
+        raise ValueError("x must have at least one dimension (..., K)")
+    k = x.shape[-1]
+    if k == 0:
+        raise ValueError("x's last dimension K must be >= 1")
+    b_kn = resolve_weight(weight, k, weight_layout)
+    input_scale = validate_scale(input_scale, "input_scale")
+    _require_same_device({"x": x, "weight": weight, "input_scale": input_scale,
+                          "weight_scale": weight_scale})
+    lead = x.shape[:-1]
+    x2d = x.reshape(-1, k)  # a view where strides allow, else an (elementwise) copy
+    q = quantize_fp8(x2d, input_scale)
+    out = fp8_scaled_mm(q, b_kn, input_scale, weight_scale, bias, out_dtype=x.dtype,
+                        weight_layout="kn", num_stages=num_stages, policy=policy)
+    return out.reshape(*lead, b_kn.shape[1])

@@ -1,0 +1,184 @@
+"""Tile policy: per-GPU-family tables stored as data, chosen by (family, N, K).
+
+A table entry fixes everything that shapes the reduction (BLOCK_K, SPLIT_K, BLOCK_N, the
+MMA family the tiles compile to). M chooses only among the entry's `m_tiles`, each of
+which must compile to the same MMA instruction along K (checked by `det-suite lint-policy`)
+and may also pick free launch parameters (warps, stages, workspace vs single pass).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, replace
+from functools import lru_cache
+from importlib import resources
+
+from det_suite.arch import DEFAULT_FAMILY, KNOWN_FAMILIES, validate_family
+
+SUPPORTED_STAGES = (2, 3, 4, 5)
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Everything one launch of the FP8 GEMM needs besides its tensors."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+    split_k: int
+    group_m: int
+    use_workspace: bool
+
+    def k_chunk(self, k: int) -> int:
+        """Elements of K per split chunk: whole BLOCK_K tiles, so no tile straddles chunks."""
+        tiles = -(-k // self.block_k)
+        return -(-tiles // self.split_k) * self.block_k
+
+    def reduction_schedule(self) -> tuple[int, int]:
+        """The part of the config that fixes the arithmetic (with the MMA family)."""
+        return (self.block_k, self.split_k)
+
+
+@dataclass(frozen=True)
+class MTile:
+    """One row-count class: rows up to `max_m` (None = unbounded) use these parameters."""
+
+    max_m: int | None
+    block_m: int
+    num_warps: int
+    num_stages: int
+    use_workspace: bool = False
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    n: int | None  # None for the family default
+    k: int | None
+    block_n: int
+    block_k: int
+    split_k: int
+    group_m: int
+    m_tiles: tuple[MTile, ...]
+
+    def select(self, m: int) -> LaunchConfig:
+        for tile in self.m_tiles:
+            if tile.max_m is None or m <= tile.max_m:
+                return LaunchConfig(
+                    block_m=tile.block_m, block_n=self.block_n, block_k=self.block_k,
+                    num_warps=tile.num_warps, num_stages=tile.num_stages,
+                    split_k=self.split_k, group_m=self.group_m,
+                    use_workspace=tile.use_workspace and self.split_k > 1,
+                )
+        raise AssertionError("validated tables end with an unbounded m_tile")
+
+    def variants(self) -> tuple[LaunchConfig, ...]:
+        """Every launch config M can select for this entry (what must agree on the MMA)."""
+        return tuple(self.select(t.max_m if t.max_m is not None else 1 << 30)
+                     for t in self.m_tiles)
+
+    @property
+    def key(self) -> str:
+        return "default" if self.n is None else f"{self.n}x{self.k}"
+
+
+@dataclass(frozen=True)
+class TilePolicy:
+    family: str
+    expected_mma: str  # what the family's tiles should compile to, for reports and the lint
+    default: TableEntry
+    entries: dict[tuple[int, int], TableEntry] = field(default_factory=dict)
+    source: str = ""
+
+    def entry(self, n: int, k: int) -> TableEntry:
+        return self.entries.get((n, k), self.default)
+
+    def select(self, m: int, n: int, k: int, *, num_stages: int | None = None) -> LaunchConfig:
+        """Launch config for an (m x k) @ (k x n) call. `num_stages` overrides the table's
+        pipeline depth (it moves loads, not arithmetic)."""
+        config = self.entry(n, k).select(m)
+        if num_stages is not None:
+            config = replace(config, num_stages=validate_stages(num_stages))
+        return config
+
+    def all_entries(self) -> tuple[TableEntry, ...]:
+        return (self.default, *self.entries.values())
+
+
+def validate_stages(num_stages: int) -> int:
+    if isinstance(num_stages, bool) or not isinstance(num_stages, int) \
+            or num_stages not in SUPPORTED_STAGES:
+        raise ValueError(f"num_stages={num_stages!r} is not supported; expected one of "
+                         f"{SUPPORTED_STAGES}")
+    return num_stages
+
+
+def _power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+def _parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEntry:
+    try:
+        m_tiles = tuple(MTile(max_m=t["max_m"], block_m=t["block_m"], num_warps=t["num_warps"],
+                              num_stages=t["num_stages"],
+                              use_workspace=t.get("use_workspace", False))
+                        for t in raw["m_tiles"])
+        entry = TableEntry(n=n, k=k, block_n=raw["block_n"], block_k=raw["block_k"],
+                           split_k=raw.get("split_k", 1), group_m=raw.get("group_m", 8),
+                           m_tiles=m_tiles)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{where}: malformed tile entry ({exc!r})") from exc
+    problems = []
+    for name in ("block_n", "block_k"):
+        if not _power_of_two(getattr(entry, name)):
+            problems.append(f"{name} must be a power of two")
+    if entry.block_k < 32:
+        problems.append("block_k must be >= 32 (one FP8 MMA step)")
+    if not entry.m_tiles or entry.m_tiles[-1].max_m is not None:
+        problems.append("m_tiles must end with an unbounded tile (max_m null)")
+    bounds = [t.max_m for t in entry.m_tiles[:-1]]
+    if any(b is None for b in bounds) or bounds != sorted(bounds):
+        problems.append("m_tiles max_m must be increasing")
+    if entry.split_k < 1:
+        problems.append("split_k must be >= 1")
+    if k is not None and entry.split_k > -(-k // entry.block_k):
+        problems.append("split_k exceeds the number of K tiles (empty chunks)")
+    for t in entry.m_tiles:
+        if not _power_of_two(t.block_m) or t.block_m < 16:
+            problems.append(f"block_m {t.block_m} must be a power of two >= 16")
+        if t.num_stages not in SUPPORTED_STAGES:
+            problems.append(f"num_stages {t.num_stages} not in {SUPPORTED_STAGES}")
+        if not _power_of_two(t.num_warps):
+            problems.append(f"num_warps {t.num_warps} must be a power of two")
+    if problems:
+        raise ValueError(f"{where}: " + "; ".join(problems))
+    return entry
+
+
+def parse_policy(raw: dict, source: str) -> TilePolicy:
+    family = validate_family(raw.get("family", ""), argument=f"{source}: family")
+    default = _parse_entry(raw["default"], f"{source}: default", None, None)
+    entries = {}
+    for item in raw.get("entries", []):
+        n, k = item["n"], item["k"]
+        entries[(n, k)] = _parse_entry(item, f"{source}: entry {n}x{k}", n, k)
+    return TilePolicy(family=family, expected_mma=raw.get("expected_mma", ""),
+                      default=default, entries=entries, source=source)
+
+
+def load_policy_file(path) -> TilePolicy:
+    with open(path) as handle:
+        return parse_policy(json.load(handle), str(path))
+
+
+@lru_cache(maxsize=None)
+def shipped_policy(family: str) -> TilePolicy:
+    """The tile table det-suite ships for `family` (package data)."""
+    validate_family(family)
+    resource = resources.files("det_suite.policy").joinpath("tables", f"{family}.json")
+    return parse_policy(json.loads(resource.read_text()), f"det_suite/policy/tables/{family}.json")
+
+
+def shipped_families() -> tuple[str, ...]:
+    return KNOWN_FAMILIES + (DEFAULT_FAMILY,)

@@ -1,0 +1,107 @@
+"""Environment capture and atomic report writing shared by every det-suite command."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import hashlib
+import json
+import os
+import platform
+import subprocess
+import tempfile
+from pathlib import Path
+
+PACKAGE_ROOT = Path(__file__).resolve().parent
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    """Write via a temporary file in the same folder and rename, so readers never see a
+    partial report and a crash leaves the previous file (or none) behind."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+    return path
+
+
+def write_json_atomic(path: str | os.PathLike, payload) -> Path:
+    return write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
+
+
+def source_hashes() -> dict[str, str]:
+    """sha256 of every kernel and policy table: what a result was produced with."""
+    hashes = {}
+    for sub in ("kernels", "policy"):
+        for file in sorted((PACKAGE_ROOT / sub).rglob("*")):
+            if file.suffix in (".py", ".json") and file.is_file():
+                rel = file.relative_to(PACKAGE_ROOT.parent).as_posix()
+                hashes[rel] = hashlib.sha256(file.read_bytes()).hexdigest()
+    return hashes
+
+
+def _git_revision() -> str | None:
+    try:
+        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_ROOT, capture_output=True,
+                             text=True, timeout=5)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return out.stdout.strip() or None if out.returncode == 0 else None
+
+
+def environment() -> dict:
+    """What produced a result: machine, GPU, software stack, det-suite source."""
+    import torch
+    import triton
+
+    from det_suite import __version__
+    from det_suite.arch import device_family, family_source, interpreter_active
+
+    env = {
+        "timestamp_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+        "host": platform.node(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "triton": triton.__version__,
+        "det_suite": __version__,
+        "git_revision": _git_revision(),
+        "triton_interpret": interpreter_active(),
+        "cuda_available": torch.cuda.is_available(),
+        "tile_family": device_family(),
+        "tile_family_source": family_source(),
+        "source_sha256": source_hashes(),
+    }
+    if torch.cuda.is_available() and not interpreter_active():
+        props = torch.cuda.get_device_properties(0)
+        env["gpu"] = {
+            "name": props.name,
+            "capability": f"{props.major}.{props.minor}",
+            "multiprocessors": props.multi_processor_count,
+            "memory_gib": round(props.total_memory / 2**30, 1),
+        }
+        env["machine"] = props.name
+    else:
+        env["machine"] = f"CPU ({platform.processor() or platform.machine()}), Triton interpreter"
+    return env

@@ -77,9 +77,9 @@ def resolve_weight(weight, k: int, layout: WeightLayout = "auto") -> torch.Tenso
     """Return the weight as a (K, N) view whatever its layout.
 
     "nk": an [N, K] tensor (F.linear's layout). "kn": a (K, N) tensor, e.g. SGLang's
-    column-major view `w.t()` of an [N, K] tensor. "auto": the dimension equal to K is K; if
-    both are (square weight), K is the dimension with stride 1, since FP8 GEMM weights are
-    stored K-contiguous in both conventions.
+    column-major view `w.t()` of an [N, K] tensor. "auto": K is the dimension with stride 1,
+    because FP8 GEMM weights are stored K-contiguous in both conventions; matching by size
+    alone would silently transpose a weight whose N happens to equal x's K.
     """
     weight = _require_tensor(weight, "weight")
     _require_dtype(weight, "weight", (FP8_DTYPE,))
@@ -87,23 +87,15 @@ def resolve_weight(weight, k: int, layout: WeightLayout = "auto") -> torch.Tenso
         raise ValueError(f"weight must be 2-D ([N, K] or (K, N)); got shape {tuple(weight.shape)}")
     if layout not in ("auto", "nk", "kn"):
         raise ValueError(f"weight_layout must be 'auto', 'nk' or 'kn'; got {layout!r}")
-    rows, cols = weight.shape
     if layout == "auto":
-        if cols == k and rows != k:
+        if weight.stride(1) == 1:
             layout = "nk"
-        elif rows == k and cols != k:
+        elif weight.stride(0) == 1:
             layout = "kn"
-        elif rows == k and cols == k:
-            if weight.stride(1) == 1:
-                layout = "nk"
-            elif weight.stride(0) == 1:
-                layout = "kn"
-            else:
-                raise ValueError("weight is square and neither dimension has stride 1; pass "
-                                 "weight_layout='nk' or 'kn' to say which dimension is K")
         else:
-            raise ValueError(f"weight shape {tuple(weight.shape)} has no dimension equal to "
-                             f"x's last dimension K={k}")
+            raise ValueError(f"weight with strides {weight.stride()} has no unit-stride dimension "
+                             "to take as K; pass weight_layout='nk' or 'kn' to say which "
+                             "dimension is K")
     kn = weight.t() if layout == "nk" else weight
     if kn.shape[0] != k:
         raise ValueError(f"weight K dimension is {kn.shape[0]} (layout {layout!r}) but x's last "
@@ -244,6 +236,7 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
         raise ValueError("x's last dimension K must be >= 1")
     b_kn = resolve_weight(weight, k, weight_layout)
     input_scale = validate_scale(input_scale, "input_scale")
+    weight_scale = validate_scale(weight_scale, "weight_scale")
     _require_same_device({"x": x, "weight": weight, "input_scale": input_scale,
                           "weight_scale": weight_scale})
     lead = x.shape[:-1]

@@ -1,0 +1,60 @@
+"""Provider dispatch mirrors the seed: only deterministic mode on SM12x changes."""
+
+import pytest
+
+from det_suite.dispatch import OTHER_ARCH_ENV, Provider, select_fp8_provider
+
+
+@pytest.mark.parametrize("family", ["sm89", "sm90", "sm100", "sm120", "default"])
+@pytest.mark.parametrize("deterministic", [False, True], ids=["normal", "deterministic"])
+def test_forced_marlin_is_unchanged(family, deterministic):
+    decision = select_fp8_provider(family=family, deterministic=deterministic, force_marlin=True)
+    assert decision.provider is Provider.MARLIN
+
+
+@pytest.mark.parametrize("family", ["sm89", "sm90", "sm100", "sm120", "default"])
+def test_normal_mode_is_unchanged(family):
+    assert select_fp8_provider(family=family, deterministic=False).provider is Provider.UPSTREAM
+
+
+def test_deterministic_sm120_uses_det_suite_kernel():
+    decision = select_fp8_provider(family="sm120", deterministic=True)
+    assert decision.provider is Provider.DET_SUITE
+
+
+@pytest.mark.parametrize("family", ["sm89", "sm90", "sm100", "default"])
+def test_other_families_default_to_upstream_and_say_so(family, monkeypatch):
+    monkeypatch.delenv(OTHER_ARCH_ENV, raising=False)
+    decision = select_fp8_provider(family=family, deterministic=True)
+    assert decision.provider is Provider.UPSTREAM
+    assert "(default)" in decision.reason
+
+
+def test_environment_overrides_other_family_policy(monkeypatch):
+    monkeypatch.setenv(OTHER_ARCH_ENV, "det_suite")
+    decision = select_fp8_provider(family="sm90", deterministic=True)
+    assert decision.provider is Provider.DET_SUITE
+    assert OTHER_ARCH_ENV in decision.reason
+
+
+def test_argument_beats_environment(monkeypatch):
+    monkeypatch.setenv(OTHER_ARCH_ENV, "det_suite")
+    decision = select_fp8_provider(family="sm90", deterministic=True, other_arch="upstream")
+    assert decision.provider is Provider.UPSTREAM
+    assert "argument" in decision.reason
+
+
+@pytest.mark.parametrize("source", ["argument", "environment"])
+def test_invalid_other_arch_policy_is_an_error(source, monkeypatch):
+    kwargs = {}
+    if source == "argument":
+        kwargs["other_arch"] = "cublas"
+    else:
+        monkeypatch.setenv(OTHER_ARCH_ENV, "cublas")
+    with pytest.raises(ValueError, match="'cublas' is not a valid other-arch policy"):
+        select_fp8_provider(family="sm90", deterministic=True, **kwargs)
+
+
+def test_unknown_family_is_an_error():
+    with pytest.raises(ValueError, match="'sm75' is not a GPU family"):
+        select_fp8_provider(family="sm75", deterministic=True)

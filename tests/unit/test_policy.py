@@ -1,0 +1,129 @@
+"""Tile tables: stored as data, chosen by (family, N, K); M picks only among BLOCK_M."""
+
+import json
+
+import pytest
+
+from det_suite.arch import family_of_capability
+from det_suite.policy import load_policy_file, parse_policy, shipped_families, shipped_policy
+
+SEED_BLOCK_M = {16, 32, 128}
+
+
+@pytest.mark.parametrize("family", shipped_families())
+def test_every_shipped_table_loads(family):
+    policy = shipped_policy(family)
+    assert policy.family == family
+    assert policy.default.m_tiles[-1].max_m is None
+
+
+@pytest.mark.parametrize("family", ["sm120", "sm89"])
+def test_sm12x_and_sm89_ship_the_seed_table(family):
+    entry = shipped_policy(family).default
+    assert (entry.block_n, entry.block_k, entry.split_k) == (64, 128, 1)
+    assert {t.block_m for t in entry.m_tiles} == SEED_BLOCK_M
+    assert {t.num_warps for t in entry.m_tiles} == {4}
+
+
+@pytest.mark.parametrize("m,block_m", [(1, 16), (16, 16), (17, 32), (32, 32), (33, 128),
+                                       (8192, 128)])
+def test_seed_table_picks_block_m_by_m(m, block_m):
+    assert shipped_policy("sm120").select(m, 4096, 4096).block_m == block_m
+
+
+def test_sm90_table_never_selects_mma_sync_tiles():
+    """BLOCK_M 16/32 compile to mma.sync k16 on Hopper; 64/128 to wgmma (design.md)."""
+    policy = shipped_policy("sm90")
+    for entry in policy.all_entries():
+        assert all(t.block_m >= 64 for t in entry.m_tiles), entry.key
+
+
+@pytest.mark.parametrize("family", ["sm100", "default"])
+def test_unproven_families_use_one_block_m(family):
+    for entry in shipped_policy(family).all_entries():
+        assert len({t.block_m for t in entry.m_tiles}) == 1
+
+
+@pytest.mark.parametrize("family", shipped_families())
+def test_reduction_schedule_is_the_same_for_every_m(family):
+    policy = shipped_policy(family)
+    for entry in policy.all_entries():
+        n, k = (entry.n, entry.k) if entry.n is not None else (4096, 4096)
+        schedules = {policy.select(m, n, k).reduction_schedule() for m in (1, 17, 64, 65, 9000)}
+        assert len(schedules) == 1, entry.key
+
+
+@pytest.mark.parametrize("capability,family", [((8, 9), "sm89"), ((9, 0), "sm90"),
+                                               ((10, 0), "sm100"), ((12, 0), "sm120"),
+                                               ((12, 1), "sm120"), ((8, 0), "default"),
+                                               ((7, 5), "default")])
+def test_capability_maps_to_family(capability, family):
+    assert family_of_capability(*capability) == family
+
+
+def test_num_stages_override_changes_only_the_pipeline():
+    policy = shipped_policy("sm120")
+    base = policy.select(40, 4096, 4096)
+    two = policy.select(40, 4096, 4096, num_stages=2)
+    assert two.num_stages == 2 and two.reduction_schedule() == base.reduction_schedule()
+
+
+@pytest.mark.parametrize("k,block_k,split_k,chunk", [(4096, 128, 1, 4096), (4096, 128, 3, 1408),
+                                                     (80, 128, 1, 128), (12288, 128, 4, 3072)])
+def test_k_chunks_are_whole_block_k_tiles(k, block_k, split_k, chunk):
+    config = shipped_policy("sm90").select(1, 4096, k)
+    from dataclasses import replace
+    config = replace(config, block_k=block_k, split_k=split_k)
+    assert config.k_chunk(k) == chunk and chunk % block_k == 0
+    assert chunk * split_k >= k
+
+
+def _table(**default_overrides):
+    default = {"block_n": 64, "block_k": 128, "m_tiles": [
+        {"max_m": 16, "block_m": 16, "num_warps": 4, "num_stages": 3},
+        {"max_m": None, "block_m": 128, "num_warps": 4, "num_stages": 3}]}
+    default.update(default_overrides)
+    return {"family": "sm120", "default": default, "entries": []}
+
+
+@pytest.mark.parametrize("overrides,match", [
+    (dict(block_k=96), "block_k must be a power of two"),
+    (dict(block_k=16), "block_k must be >= 32"),
+    (dict(m_tiles=[{"max_m": 16, "block_m": 16, "num_warps": 4, "num_stages": 3}]),
+     "must end with an unbounded tile"),
+    (dict(m_tiles=[{"max_m": None, "block_m": 24, "num_warps": 4, "num_stages": 3}]),
+     "block_m 24 must be a power of two"),
+    (dict(m_tiles=[{"max_m": None, "block_m": 64, "num_warps": 4, "num_stages": 9}]),
+     "num_stages 9 not in"),
+    (dict(m_tiles=[{"max_m": None, "block_m": 64}]), "malformed tile entry"),
+    (dict(split_k=0), "split_k must be >= 1"),
+], ids=["block-k-not-pow2", "block-k-too-small", "no-unbounded-tile", "block-m-not-pow2",
+        "bad-stages", "missing-fields", "zero-split"])
+def test_malformed_table_is_rejected_with_location(overrides, match):
+    with pytest.raises(ValueError, match=match) as info:
+        parse_policy(_table(**overrides), "candidate.json")
+    assert "candidate.json: default" in str(info.value)
+
+
+def test_split_k_beyond_k_tiles_is_rejected():
+    raw = _table()
+    raw["entries"] = [dict(raw["default"], n=64, k=256, split_k=3)]
+    with pytest.raises(ValueError, match="entry 64x256: split_k exceeds the number of K tiles"):
+        parse_policy(raw, "candidate.json")
+
+
+def test_unknown_family_is_rejected():
+    raw = _table()
+    raw["family"] = "sm75"
+    with pytest.raises(ValueError, match="'sm75' is not a GPU family"):
+        parse_policy(raw, "candidate.json")
+
+
+def test_policy_file_round_trip(tmp_path):
+    path = tmp_path / "table.json"
+    raw = _table()
+    raw["entries"] = [dict(raw["default"], n=4096, k=12288, split_k=4)]
+    path.write_text(json.dumps(raw))
+    policy = load_policy_file(path)
+    assert policy.select(1, 4096, 12288).split_k == 4
+    assert policy.select(1, 4096, 4096).split_k == 1

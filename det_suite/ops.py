@@ -11,16 +11,17 @@ cast, so a NaN anywhere in row i makes every output of row i NaN and touches no 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Literal
 
 import torch
 
-from det_suite.arch import device_family
+from det_suite.arch import device_family, interpreter_active
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 from det_suite.kernels.fp8_quantize import fp8_quantize_kernel
 from det_suite.kernels.fp8_scaled_mm import fp8_scaled_mm_kernel
 from det_suite.kernels.fp8_splitk_reduce import fp8_splitk_reduce_kernel
-from det_suite.policy import LaunchConfig, TilePolicy, shipped_policy
+from det_suite.policy import LaunchConfig, TilePolicy, shipped_policy, validate_stages
 
 ACTIVATION_DTYPES = (torch.bfloat16, torch.float16)
 FP8_DTYPE = torch.float8_e4m3fn
@@ -57,19 +58,36 @@ def _require_same_device(tensors: dict[str, torch.Tensor | None]) -> torch.devic
         if dev != first:
             raise ValueError(f"{name} is on {dev} but {first_name} is on {first}; "
                              "all tensors must be on one device")
+    if first.type != "cuda" and not interpreter_active() and first.type != "meta":
+        raise ValueError(f"{first_name} is on {first}; det-suite's kernels run on a CUDA "
+                         "device, or on the CPU only under TRITON_INTERPRET=1")
     return first
 
 
+_CHECKED_VERSION_ATTR = "_det_suite_checked_version"
+
+
 def validate_scale(scale, name: str) -> torch.Tensor:
-    """A static per-tensor scale: float32, one element (0-d or shape (1,)), finite, > 0."""
+    """A static per-tensor scale: float32, one element (0-d or shape (1,)), finite, > 0.
+
+    Reading the value needs a device sync, so the check runs once per tensor version and is
+    remembered on the tensor: static scales are parameters, and a sync per call would stall
+    the launch queue (and is illegal inside CUDA Graph capture). Writing to the scale bumps
+    its version and re-arms the check.
+    """
     scale = _require_tensor(scale, name)
     _require_dtype(scale, name, (torch.float32,))
     if scale.numel() != 1 or scale.dim() > 1:
         raise ValueError(f"{name} must hold exactly one element (shape () or (1,)) for a "
                          f"per-tensor scale; got shape {tuple(scale.shape)}")
-    value = float(scale.reshape(()).item())
-    if not math.isfinite(value) or value <= 0.0:
-        raise ValueError(f"{name} must be finite and positive; got {value}")
+    if getattr(scale, _CHECKED_VERSION_ATTR, None) != scale._version:
+        if scale.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise ValueError(f"{name} was not validated before CUDA Graph capture; run the op "
+                             "once eagerly (warm-up) before capturing")
+        value = float(scale.reshape(()).item())
+        if not math.isfinite(value) or value <= 0.0:
+            raise ValueError(f"{name} must be finite and positive; got {value}")
+        setattr(scale, _CHECKED_VERSION_ATTR, scale._version)
     return scale.reshape(1)
 
 
@@ -117,6 +135,10 @@ def quantize_fp8(x: torch.Tensor, input_scale: torch.Tensor) -> torch.Tensor:
         raise ValueError(f"x must be 2-D (M, K) for quantize_fp8; got shape {tuple(x.shape)}")
     scale = validate_scale(input_scale, "input_scale")
     _require_same_device({"x": x, "input_scale": scale})
+    return _launch_quantize(x, scale)
+
+
+def _launch_quantize(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
     m, k = x.shape
     q = torch.empty((m, k), dtype=FP8_DTYPE, device=x.device)
     if m == 0 or k == 0:
@@ -176,6 +198,42 @@ def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
     return out
 
 
+@dataclass(frozen=True)
+class _GemmPlan:
+    """Validated operands of one GEMM and the launch config chosen for them."""
+
+    b_kn: torch.Tensor
+    weight_scale: torch.Tensor
+    bias: torch.Tensor | None
+    config: LaunchConfig | None  # None when M == 0 (nothing to launch)
+    n: int
+
+
+def _plan_gemm(m: int, k: int, device_tensors: dict, weight, weight_scale, bias, *,
+               weight_layout: WeightLayout, num_stages: int | None, policy: TilePolicy | None,
+               config: LaunchConfig | None) -> _GemmPlan:
+    """Every check on the weight side of a GEMM, done before anything launches."""
+    if k == 0:
+        raise ValueError("K must be >= 1: x's last dimension is 0")
+    b_kn = resolve_weight(weight, k, weight_layout)
+    n = b_kn.shape[1]
+    weight_scale = validate_scale(weight_scale, "weight_scale")
+    if bias is not None:
+        bias = _require_tensor(bias, "bias")
+        _require_dtype(bias, "bias", ACTIVATION_DTYPES + (torch.float32,))
+        if bias.dim() != 1 or bias.shape[0] != n:
+            raise ValueError(f"bias must have shape ({n},) to match the weight's N; got "
+                             f"{tuple(bias.shape)}")
+    if num_stages is not None:
+        validate_stages(num_stages)
+    device = _require_same_device({**device_tensors, "weight": weight,
+                                   "weight_scale": weight_scale, "bias": bias})
+    if m > 0 and config is None:
+        config = _policy_for(device, policy).select(m, n, k, num_stages=num_stages)
+    return _GemmPlan(b_kn=b_kn, weight_scale=weight_scale, bias=bias,
+                     config=config if m > 0 else None, n=n)
+
+
 def fp8_scaled_mm(a: torch.Tensor, weight: torch.Tensor, a_scale: torch.Tensor,
                   weight_scale: torch.Tensor, bias: torch.Tensor | None = None, *,
                   out_dtype: torch.dtype = torch.bfloat16, weight_layout: WeightLayout = "auto",
@@ -194,26 +252,14 @@ def fp8_scaled_mm(a: torch.Tensor, weight: torch.Tensor, a_scale: torch.Tensor,
     if out_dtype not in ACTIVATION_DTYPES:
         raise TypeError(f"out_dtype must be bfloat16 or float16; got {out_dtype}")
     m, k = a.shape
-    b_kn = resolve_weight(weight, k, weight_layout)
-    n = b_kn.shape[1]
     a_scale = validate_scale(a_scale, "a_scale")
-    weight_scale = validate_scale(weight_scale, "weight_scale")
-    if bias is not None:
-        bias = _require_tensor(bias, "bias")
-        _require_dtype(bias, "bias", ACTIVATION_DTYPES + (torch.float32,))
-        if bias.dim() != 1 or bias.shape[0] != n:
-            raise ValueError(f"bias must have shape ({n},) to match the weight's N; got "
-                             f"{tuple(bias.shape)}")
-    device = _require_same_device({"a": a, "weight": weight, "a_scale": a_scale,
-                                   "weight_scale": weight_scale, "bias": bias})
-    out = torch.empty((m, n), dtype=out_dtype, device=device)
-    if m == 0:
+    plan = _plan_gemm(m, k, {"a": a, "a_scale": a_scale}, weight, weight_scale, bias,
+                      weight_layout=weight_layout, num_stages=num_stages, policy=policy,
+                      config=config)
+    out = torch.empty((m, plan.n), dtype=out_dtype, device=a.device)
+    if plan.config is None:
         return out
-    if k == 0:
-        raise ValueError("K must be >= 1: x's last dimension is 0")
-    if config is None:
-        config = _policy_for(device, policy).select(m, n, k, num_stages=num_stages)
-    return launch_fp8_gemm(a, b_kn, a_scale, weight_scale, bias, out, config)
+    return launch_fp8_gemm(a, plan.b_kn, a_scale, plan.weight_scale, plan.bias, out, plan.config)
 
 
 def fp8_linear(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor,
@@ -232,16 +278,15 @@ def fp8_linear(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor
     if x.dim() < 1:
         raise ValueError("x must have at least one dimension (..., K)")
     k = x.shape[-1]
-    if k == 0:
-        raise ValueError("x's last dimension K must be >= 1")
-    b_kn = resolve_weight(weight, k, weight_layout)
-    input_scale = validate_scale(input_scale, "input_scale")
-    weight_scale = validate_scale(weight_scale, "weight_scale")
-    _require_same_device({"x": x, "weight": weight, "input_scale": input_scale,
-                          "weight_scale": weight_scale})
     lead = x.shape[:-1]
-    x2d = x.reshape(-1, k)  # a view where strides allow, else an (elementwise) copy
-    q = quantize_fp8(x2d, input_scale)
-    out = fp8_scaled_mm(q, b_kn, input_scale, weight_scale, bias, out_dtype=x.dtype,
-                        weight_layout="kn", num_stages=num_stages, policy=policy)
-    return out.reshape(*lead, b_kn.shape[1])
+    m = math.prod(lead)
+    input_scale = validate_scale(input_scale, "input_scale")
+    plan = _plan_gemm(m, k, {"x": x, "input_scale": input_scale}, weight, weight_scale, bias,
+                      weight_layout=weight_layout, num_stages=num_stages, policy=policy,
+                      config=None)
+    out = torch.empty((m, plan.n), dtype=x.dtype, device=x.device)
+    if plan.config is not None:
+        q = _launch_quantize(x.reshape(m, k), input_scale)  # reshape: a view where strides allow
+        launch_fp8_gemm(q, plan.b_kn, input_scale, plan.weight_scale, plan.bias, out,
+                        plan.config)
+    return out.reshape(*lead, plan.n)

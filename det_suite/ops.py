@@ -15,11 +15,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
+from triton.tools.tensor_descriptor import TensorDescriptor
 
 from det_suite.arch import device_family, interpreter_active
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 from det_suite.kernels.fp8_quantize import fp8_quantize_kernel
 from det_suite.kernels.fp8_scaled_mm import fp8_scaled_mm_kernel
+from det_suite.kernels.fp8_scaled_mm_tma import fp8_scaled_mm_tma_kernel
 from det_suite.kernels.fp8_splitk_reduce import fp8_splitk_reduce_kernel
 from det_suite.policy import LaunchConfig, TilePolicy, shipped_policy, validate_stages
 
@@ -155,6 +157,18 @@ def triton_cdiv(a: int, b: int) -> int:
     return -(-a // b)
 
 
+_TMA_ALIGN_BYTES = 16
+
+
+def tma_compatible(a: torch.Tensor, b_kn: torch.Tensor) -> bool:
+    """TMA needs K-contiguous operands with 16-byte aligned rows and bases. For det-suite's
+    own quantized activations and [N, K] weights this depends on K alone (K % 16 == 0)."""
+    def aligned(t, row_stride):
+        return t.data_ptr() % _TMA_ALIGN_BYTES == 0 and row_stride % _TMA_ALIGN_BYTES == 0
+    return (a.stride(1) == 1 and b_kn.stride(0) == 1
+            and aligned(a, a.stride(0)) and aligned(b_kn, b_kn.stride(1)))
+
+
 def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
                     b_scale: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
                     config: LaunchConfig) -> torch.Tensor:
@@ -162,39 +176,40 @@ def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
     m, k = a.shape
     n = b_kn.shape[1]
     k_chunk = config.k_chunk(k)
-    even_k = k % config.block_k == 0
     tiles = triton_cdiv(m, config.block_m) * triton_cdiv(n, config.block_n)
     launch = dict(num_warps=config.num_warps, num_stages=config.num_stages, **_KERNEL_OPTIONS)
+    tile_args = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+                     GROUP_M=config.group_m)
     bias_arg = bias if bias is not None else a_scale  # never read when HAS_BIAS is False
     if config.use_workspace:
-        partials = torch.empty((config.split_k, m, n), dtype=torch.float32, device=a.device)
-        fp8_scaled_mm_kernel[(tiles, config.split_k)](
-            a, b_kn, partials, bias_arg, a_scale, b_scale,
-            m, n, k, k_chunk,
-            a.stride(0), a.stride(1), b_kn.stride(0), b_kn.stride(1),
-            partials.stride(0), partials.stride(1), partials.stride(2),
-            HAS_BIAS=bias is not None, SPLIT_K=config.split_k, WRITE_PARTIALS=True,
-            EVEN_K=even_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-            BLOCK_K=config.block_k, GROUP_M=config.group_m, **launch,
-        )
-        grid = (triton_cdiv(m, _REDUCE_BLOCK_M), triton_cdiv(n, _REDUCE_BLOCK_N))
-        fp8_splitk_reduce_kernel[grid](
-            partials, out, bias_arg, a_scale, b_scale, m, n,
-            partials.stride(0), partials.stride(1), partials.stride(2),
+        target = torch.empty((config.split_k, m, n), dtype=torch.float32, device=a.device)
+        target_strides = (target.stride(0), target.stride(1), target.stride(2))
+        grid = (tiles, config.split_k)
+    else:
+        target = out
+        target_strides = (0, out.stride(0), out.stride(1))
+        grid = (tiles, 1)
+    mode = dict(HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
+                WRITE_PARTIALS=config.use_workspace)
+    if config.use_tma and tma_compatible(a, b_kn):
+        a_desc = TensorDescriptor(a, [m, k], [a.stride(0), 1], [config.block_m, config.block_k])
+        b_nk = b_kn.t()
+        b_desc = TensorDescriptor(b_nk, [n, k], [b_nk.stride(0), 1],
+                                  [config.block_n, config.block_k])
+        fp8_scaled_mm_tma_kernel[grid](
+            a_desc, b_desc, target, bias_arg, a_scale, b_scale, m, n, k, k_chunk,
+            *target_strides, **mode, **tile_args, **launch)
+    else:
+        fp8_scaled_mm_kernel[grid](
+            a, b_kn, target, bias_arg, a_scale, b_scale, m, n, k, k_chunk,
+            a.stride(0), a.stride(1), b_kn.stride(0), b_kn.stride(1), *target_strides,
+            EVEN_K=k % config.block_k == 0, **mode, **tile_args, **launch)
+    if config.use_workspace:
+        fp8_splitk_reduce_kernel[(triton_cdiv(m, _REDUCE_BLOCK_M), triton_cdiv(n, _REDUCE_BLOCK_N))](
+            target, out, bias_arg, a_scale, b_scale, m, n, *target_strides,
             out.stride(0), out.stride(1),
             HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
-            BLOCK_M=_REDUCE_BLOCK_M, BLOCK_N=_REDUCE_BLOCK_N, **_KERNEL_OPTIONS,
-        )
-        return out
-    fp8_scaled_mm_kernel[(tiles, 1)](
-        a, b_kn, out, bias_arg, a_scale, b_scale,
-        m, n, k, k_chunk,
-        a.stride(0), a.stride(1), b_kn.stride(0), b_kn.stride(1),
-        0, out.stride(0), out.stride(1),
-        HAS_BIAS=bias is not None, SPLIT_K=config.split_k, WRITE_PARTIALS=False,
-        EVEN_K=even_k, BLOCK_M=config.block_m, BLOCK_N=config.block_n,
-        BLOCK_K=config.block_k, GROUP_M=config.group_m, **launch,
-    )
+            BLOCK_M=_REDUCE_BLOCK_M, BLOCK_N=_REDUCE_BLOCK_N, **_KERNEL_OPTIONS)
     return out
 
 

@@ -1,8 +1,8 @@
-"""The one epilogue every FP8 GEMM path uses: scale, then bias, in fp32.
+"""The one epilogue every FP8 GEMM path uses: scale, then bias, in fp32, then cast.
 
-Shared by the single-pass kernel and the split-K reduction so both round identically;
-the kernels launch with `enable_fp_fusion=False` so `acc * scale + bias` is two roundings
-(never an FMA in one kernel and a mul+add in the other).
+Shared by the single-pass kernels and the split-K reduction so all round identically; the
+kernels launch with `enable_fp_fusion=False` so `acc * scale + bias` is two roundings
+(never an FMA in one kernel and a mul+add in another).
 """
 
 import triton
@@ -15,3 +15,18 @@ def scale_and_bias(acc, scale, bias, HAS_BIAS: tl.constexpr):
     if HAS_BIAS:
         out = out + bias
     return out
+
+
+@triton.jit
+def store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
+                      stride_om, stride_on, HAS_BIAS: tl.constexpr):
+    row_in_range = offs_m < M
+    col_in_range = offs_n < N
+    scale = tl.load(a_scale_ptr) * tl.load(b_scale_ptr)
+    bias = tl.zeros((offs_n.shape[0],), dtype=tl.float32)
+    if HAS_BIAS:
+        bias = tl.load(bias_ptr + offs_n, mask=col_in_range, other=0.0).to(tl.float32)
+    out = scale_and_bias(total, scale, bias[None, :], HAS_BIAS)
+    tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
+             out.to(out_ptr.dtype.element_ty),
+             mask=row_in_range[:, None] & col_in_range[None, :])

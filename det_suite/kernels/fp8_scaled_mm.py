@@ -18,23 +18,8 @@ Both compute identical arithmetic, so the launch shape may depend on M.
 import triton
 import triton.language as tl
 
-from det_suite.kernels.fp8_epilogue import scale_and_bias
-
-
-@triton.jit
-def _tile_coordinates(M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, GROUP_M: tl.constexpr):
-    # Grouped ordering keeps GROUP_M row tiles on the same weight columns for L2 reuse.
-    # Which program computes a tile never changes that tile's arithmetic.
-    pid = tl.program_id(0)
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
+from det_suite.kernels.fp8_epilogue import store_scaled_tile
+from det_suite.kernels.tile_order import grouped_tile_coordinates
 
 
 @triton.jit
@@ -77,24 +62,20 @@ def fp8_scaled_mm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
 ):
-    pid_m, pid_n = _tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # Padding rows/columns wrap onto real ones so operand loads need no M/N mask; their
     # results are masked at the store and never read back.
     offs_am = (offs_m % M) * stride_am
     offs_bn = (offs_n % N) * stride_bn
-    row_in_range = offs_m < M
-    col_in_range = offs_n < N
-    store_mask = row_in_range[:, None] & col_in_range[None, :]
-
     if WRITE_PARTIALS:
         split = tl.program_id(1)
         acc = _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, split * K_CHUNK, K, K_CHUNK,
                            stride_ak, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
         out_ptrs = (out_ptr + split * stride_os
                     + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on)
-        tl.store(out_ptrs, acc, mask=store_mask)
+        tl.store(out_ptrs, acc, mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
     else:
         if SPLIT_K == 1:
             total = _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, 0, K, K_CHUNK,
@@ -107,10 +88,5 @@ def fp8_scaled_mm_kernel(
                 total += _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, split * K_CHUNK, K,
                                       K_CHUNK, stride_ak, stride_bk,
                                       BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
-        scale = tl.load(a_scale_ptr) * tl.load(b_scale_ptr)
-        bias = tl.zeros((BLOCK_N,), dtype=tl.float32)
-        if HAS_BIAS:
-            bias = tl.load(bias_ptr + offs_n, mask=col_in_range, other=0.0).to(tl.float32)
-        out = scale_and_bias(total, scale, bias[None, :], HAS_BIAS)
-        out_ptrs = out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on
-        tl.store(out_ptrs, out.to(out_ptr.dtype.element_ty), mask=store_mask)
+        store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n,
+                          M, N, stride_om, stride_on, HAS_BIAS)

@@ -8,7 +8,7 @@ the sum is fixed by the loop, not by which CTA finished first.
 import triton
 import triton.language as tl
 
-from det_suite.kernels.fp8_epilogue import scale_and_bias
+from det_suite.kernels.fp8_epilogue import store_scaled_tile
 
 
 @triton.jit
@@ -32,10 +32,5 @@ def fp8_splitk_reduce_kernel(
     for split in range(SPLIT_K):
         total += tl.load(partial_ptrs + split * stride_ps, mask=in_bounds, other=0.0)
 
-    scale = tl.load(a_scale_ptr) * tl.load(b_scale_ptr)
-    bias = tl.zeros((BLOCK_N,), dtype=tl.float32)
-    if HAS_BIAS:
-        bias = tl.load(bias_ptr + offs_n, mask=col_in_range, other=0.0).to(tl.float32)
-    out = scale_and_bias(total, scale, bias[None, :], HAS_BIAS)
-    tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
-             out.to(out_ptr.dtype.element_ty), mask=in_bounds)
+    store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
+                      stride_om, stride_on, HAS_BIAS)

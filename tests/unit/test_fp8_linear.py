@@ -213,3 +213,19 @@ def test_gpu_seed_table_m_dependence_is_detected_on_sm90():
     mismatched, _ = _suffix_mismatches(4096, 12288, GPU_FULL_M, (1, 16, 32), torch.bfloat16,
                                        "cuda", policy=shipped_policy("sm120"))
     assert mismatched, "the seed's BLOCK_M 16/32 tiles should differ from BLOCK_M 128 on SM90"
+
+
+@pytest.mark.parametrize("split_k,use_workspace", [(1, False), (2, False), (2, True)],
+                         ids=["unsplit", "split2-single-pass", "split2-workspace"])
+@pytest.mark.parametrize("n,k", [pytest.param(96, 80, id="n96-k80-tail"),
+                                 pytest.param(64, 512, id="n64-k512")])
+def test_tma_and_pointer_loads_bit_exact(n, k, split_k, use_workspace, device):
+    """TMA changes how tiles are fetched, never the arithmetic (zero fill == masked loads)."""
+    x = make_activations(70, k, device=device)
+    layer = make_fp8_linear(n, k, bias_dtype=torch.bfloat16, device=device, calibration=x)
+    a = quantize_fp8(x, layer.input_scale)
+    base = replace(shipped_policy("sm90").select(70, n, k), block_k=64, split_k=split_k,
+                   use_workspace=use_workspace)
+    outs = [fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale, layer.bias,
+                          config=replace(base, use_tma=tma)) for tma in (False, True)]
+    assert torch.equal(outs[0], outs[1])

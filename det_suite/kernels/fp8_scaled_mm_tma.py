@@ -1,0 +1,66 @@
+"""The FP8 scaled-MM of `fp8_scaled_mm.py`, with operands fetched by TMA descriptors.
+
+Same reduction schedule, same arithmetic: K split into SPLIT_K chunks of K_CHUNK elements,
+BLOCK_K tiles in ascending order inside a chunk, each chunk summed into a fresh accumulator
+and added to a zero-initialised fp32 total in ascending order. Only the loads differ: the
+tensor-memory accelerator copies whole tiles and fills out-of-range elements (rows past M,
+columns past N, the K tail) with zeros, so no masks are needed. Both kernels must give the
+same bits; the test suite compares them.
+
+Needs 16-byte aligned row strides (K % 16 == 0 for FP8 operands); callers fall back to the
+pointer kernel otherwise, a choice that depends on K alone.
+"""
+
+import triton
+import triton.language as tl
+
+from det_suite.kernels.fp8_epilogue import store_scaled_tile
+from det_suite.kernels.tile_order import grouped_tile_coordinates
+
+
+@triton.jit
+def _sum_k_chunk_tma(a_desc, b_desc, off_m, off_n, k_begin, K, K_CHUNK,
+                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    k_end = tl.minimum(k_begin + K_CHUNK, K)
+    for k0 in range(k_begin, k_end, BLOCK_K):
+        a = a_desc.load([off_m, k0])
+        b = b_desc.load([off_n, k0])
+        acc = tl.dot(a, b.T, acc)
+    return acc
+
+
+@triton.jit
+def fp8_scaled_mm_tma_kernel(
+    a_desc, b_desc, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
+    M, N, K, K_CHUNK,
+    stride_os, stride_om, stride_on,
+    HAS_BIAS: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    WRITE_PARTIALS: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+):
+    pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    if WRITE_PARTIALS:
+        split = tl.program_id(1)
+        acc = _sum_k_chunk_tma(a_desc, b_desc, off_m, off_n, split * K_CHUNK, K, K_CHUNK,
+                               BLOCK_M, BLOCK_N, BLOCK_K)
+        tl.store(out_ptr + split * stride_os + offs_m[:, None] * stride_om
+                 + offs_n[None, :] * stride_on, acc,
+                 mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
+    else:
+        if SPLIT_K == 1:
+            total = _sum_k_chunk_tma(a_desc, b_desc, off_m, off_n, 0, K, K_CHUNK,
+                                     BLOCK_M, BLOCK_N, BLOCK_K)
+        else:
+            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for split in range(SPLIT_K):
+                total += _sum_k_chunk_tma(a_desc, b_desc, off_m, off_n, split * K_CHUNK, K,
+                                          K_CHUNK, BLOCK_M, BLOCK_N, BLOCK_K)
+        store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n,
+                          M, N, stride_om, stride_on, HAS_BIAS)

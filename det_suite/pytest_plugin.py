@@ -1,0 +1,417 @@
+"""det-suite's pytest plugin: markers, options, hardware auto-skip, honest reporting.
+
+Loading
+-------
+The primary way is the pytest11 entry point ``det_suite`` (pyproject.toml): once the package
+is installed (``pip install -e .[test]``, as tox and CI do) every pytest run loads it, and no
+tests/conftest.py is needed. Without an install, load it explicitly:
+``pytest -p det_suite.pytest_plugin``. With the package installed, ``-p det_suite`` (the
+entry-point name) also works.
+
+Both at once (installed *and* ``-p det_suite.pytest_plugin``) is safe. pytest registers
+``-p`` plugins before it autoloads entry points, so the module is first registered under its
+module name; loading the entry point would then register the same module again under
+``det_suite`` and pluggy would fail with "Plugin already registered under a different name".
+`pytest_plugin_registered` below sees the first registration and blocks the name
+``det_suite``, so autoload skips the entry point and the plugin is active exactly once.
+The one combination that cannot be guarded is ``pytest_plugins = ["det_suite.pytest_plugin"]``
+in a conftest.py of an installed checkout (conftests load after autoload, and pluggy
+raises before any hook of ours runs): don't write that conftest; it is not needed.
+``-p no:det_suite`` disables the installed plugin.
+
+Behaviour
+---------
+* At import, with no CUDA device and TRITON_INTERPRET unset, sets TRITON_INTERPRET=1 so
+  kernels imported by conftests and test modules run on Triton's interpreter; the report
+  header says so.
+* Markers (registered, so ``--strict-markers`` holds) skip a test whose needs this machine
+  doesn't meet, with a reason naming what is needed and what was found. Each skip also
+  records a ``det_suite_not_run`` user property (it reaches junit XML and survives xdist),
+  and the terminal summary counts them per marker under "det-suite: not run": a skipped GPU
+  test is not run, never passed.
+* ``--det-arch-as=FAMILY`` (or DET_SUITE_ARCH already in the environment) is diagnosis mode:
+  every kernel uses FAMILY's tile table, FAMILY's arch-marked tests run on whatever GPU is
+  present, tests marked for another family skip (they would test FAMILY's table, not
+  theirs), and every GPU test that ran under a table foreign to the GPU gets the user
+  property ``diagnostic_arch_as`` and is listed under "DIAGNOSTIC (not a pass on FAMILY
+  hardware)".
+* ``--det-require=MARKER[,MARKER]`` turns "not run because of MARKER" into a failed run
+  (exit code 1), so a GPU workflow on a runner that lost its GPU cannot go green by
+  skipping everything.
+* Exit code 5 (no tests collected) is left as pytest reports it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+
+import pytest
+
+from det_suite import arch, hardware
+
+ENTRY_POINT_NAME = "det_suite"
+SESSION_PLUGIN_NAME = "det_suite_session"
+NOT_RUN_PROPERTY = "det_suite_not_run"
+DIAGNOSTIC_PROPERTY = "diagnostic_arch_as"
+INTERPRET_ENV = "TRITON_INTERPRET"
+
+MARKERS = {
+    "gpu": "needs a CUDA GPU, with kernels compiled for it (not the Triton interpreter)",
+    "fp8": "needs a GPU with FP8 MMA (compute capability >= 8.9)",
+    "sm90": "needs an SM90 GPU (compute capability 9.0); arch-specific assertions",
+    "sm120": "needs an SM12x GPU (compute capability 12.x); arch-specific assertions",
+    "graph": "needs CUDA Graphs (a CUDA GPU, not the Triton interpreter)",
+    "model": "needs transformers and safetensors (pip install 'det-suite[model]')",
+    "sglang": "needs sglang (pip install 'det-suite[sglang]')",
+    "slow": "slow; skipped unless --run-slow, run automatically when a GPU is present",
+    "perf": "timing; skipped unless --run-perf and a GPU is present",
+}
+# Markers whose tests execute kernels on the GPU: what diagnosis mode must label.
+GPU_MARKERS = ("gpu", "fp8", "sm90", "sm120", "graph", "perf")
+# Arch markers are named after the family whose hardware they need.
+ARCH_MARKERS = ("sm90", "sm120")
+
+
+# ------------------------------------------------------------------ load-time interpreter
+
+def _default_to_interpreter() -> bool:
+    """Without a GPU, kernels can only run on the interpreter; set it before any test
+    module imports a kernel (triton.jit reads the variable when a kernel is defined)."""
+    if INTERPRET_ENV in os.environ or hardware.cuda_available():
+        return False
+    os.environ[INTERPRET_ENV] = "1"
+    hardware.current.cache_clear()
+    return True
+
+
+# Import runs once per process, however many pytest sessions (pytester) follow.
+INTERPRETER_SET_BY_PLUGIN = _default_to_interpreter()
+
+
+# ------------------------------------------------------------------ double-load guard
+
+def pytest_plugin_registered(plugin, plugin_name, manager) -> None:
+    if plugin is sys.modules[__name__] and plugin_name != ENTRY_POINT_NAME:
+        # Registered by -p under the module name: stop autoload registering it again.
+        manager.set_blocked(ENTRY_POINT_NAME)
+
+
+# ------------------------------------------------------------------ options
+
+def _family_argument(value: str) -> str:
+    if value not in arch.KNOWN_FAMILIES:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} is not a GPU family with a tile table; expected one of "
+            f"{', '.join(arch.KNOWN_FAMILIES)}")
+    return value
+
+
+def _marker_list_argument(value: str) -> tuple[str, ...]:
+    names = tuple(name.strip() for name in value.split(",") if name.strip())
+    unknown = [name for name in names if name not in MARKERS]
+    if not names or unknown:
+        raise argparse.ArgumentTypeError(
+            f"{value!r} must be a comma-separated list of det-suite markers "
+            f"({', '.join(MARKERS)}); unknown: {', '.join(unknown) or '(empty list)'}")
+    return names
+
+
+def pytest_addoption(parser) -> None:
+    group = parser.getgroup("det-suite", "det-suite hardware markers")
+    group.addoption("--run-slow", action="store_true", default=False,
+                    help="run tests marked slow (they run anyway when a GPU is present)")
+    group.addoption("--run-perf", action="store_true", default=False,
+                    help="run tests marked perf (they still need a GPU)")
+    group.addoption("--det-arch-as", metavar="FAMILY", type=_family_argument, default=None,
+                    help="diagnosis mode: use FAMILY's tile table (sets DET_SUITE_ARCH) and "
+                         "run FAMILY's arch-marked tests on the GPU present; results are "
+                         "labelled DIAGNOSTIC, never passes on FAMILY hardware. One of "
+                         + ", ".join(arch.KNOWN_FAMILIES))
+    group.addoption("--det-require", metavar="MARKERS", type=_marker_list_argument,
+                    default=(),
+                    help="comma-separated markers whose tests must run: a test skipped "
+                         "because of one of them fails the run (exit code 1)")
+
+
+# ------------------------------------------------------------------ requirements
+
+@dataclass(frozen=True)
+class Settings:
+    """What a run decided at configure time; requirements read it with the snapshot."""
+
+    run_slow: bool
+    run_perf: bool
+    arch_as: str | None        # forced tile family, None outside diagnosis mode
+    arch_as_source: str | None  # "--det-arch-as" or "DET_SUITE_ARCH"
+    require: tuple[str, ...]
+
+
+def _found(snap: hardware.Snapshot) -> str:
+    if not snap.cuda_available:
+        where = "CPU, Triton interpreter" if snap.interpreter_active else "CPU"
+        return f"found no CUDA device ({where})"
+    if snap.interpreter_active:
+        return (f"found {snap.describe()}, but {INTERPRET_ENV} is set so kernels run on "
+                "the Triton interpreter")
+    return f"found {snap.describe()}"
+
+
+def _needs_gpu(snap: hardware.Snapshot, what: str) -> str | None:
+    return None if snap.gpu_usable else f"needs {what}; {_found(snap)}"
+
+
+def _needs_capability(snap: hardware.Snapshot, what: str, accept) -> str | None:
+    if snap.gpu_usable and accept(snap.capability):
+        return None
+    return f"needs {what}; {_found(snap)}"
+
+
+def _needs_packages(snap: hardware.Snapshot, what: str, names: tuple[str, ...]) -> str | None:
+    missing = [name for name in names if not snap.has_package(name)]
+    if not missing:
+        return None
+    return f"needs {what}; not importable: {', '.join(missing)}"
+
+
+def _arch_requirement(marker: str, snap: hardware.Snapshot, settings: Settings) -> str | None:
+    wanted = {"sm90": ("an SM90 GPU (compute capability 9.0)", lambda c: c == (9, 0)),
+              "sm120": ("an SM12x GPU (compute capability 12.x)", lambda c: c[0] == 12)}
+    what, accept = wanted[marker]
+    if settings.arch_as == marker:
+        return _needs_gpu(snap, f"a CUDA GPU to run {marker} tests in diagnosis mode "
+                                "(the interpreter has no MMA instructions to test)")
+    reason = _needs_capability(snap, what, accept)
+    if reason is None and settings.arch_as is not None:
+        return (f"not run in diagnosis mode: {arch.ARCH_OVERRIDE_ENV}={settings.arch_as} "
+                f"forces the {settings.arch_as} tile table, so this test would not test "
+                f"{marker}'s")
+    return reason
+
+
+def _requirement(marker: str, snap: hardware.Snapshot, settings: Settings) -> str | None:
+    """Why a test with `marker` cannot run here, or None when it can."""
+    if marker in ARCH_MARKERS:
+        return _arch_requirement(marker, snap, settings)
+    if marker == "gpu":
+        return _needs_gpu(snap, "a CUDA GPU outside the Triton interpreter")
+    if marker == "fp8":
+        return _needs_capability(snap, "a GPU with compute capability >= 8.9 (FP8 MMA)",
+                                 lambda c: c >= (8, 9))
+    if marker == "graph":
+        return _needs_gpu(snap, "CUDA Graphs (a CUDA GPU outside the Triton interpreter)")
+    if marker == "model":
+        return _needs_packages(snap, "transformers and safetensors "
+                                     "(pip install 'det-suite[model]')",
+                               ("transformers", "safetensors"))
+    if marker == "sglang":
+        return _needs_packages(snap, "sglang (pip install 'det-suite[sglang]')", ("sglang",))
+    if marker == "slow":
+        if settings.run_slow or snap.gpu_usable:
+            return None
+        return f"runs only with --run-slow or on a GPU; {_found(snap)}"
+    if marker == "perf":
+        if not settings.run_perf:
+            return "runs only with --run-perf (timings need a quiet GPU and are opt-in)"
+        return _needs_gpu(snap, "a CUDA GPU outside the Triton interpreter to time")
+    raise AssertionError(f"no requirement written for marker {marker!r}")
+
+
+def unmet_requirements(item, snap: hardware.Snapshot, settings: Settings) -> list[str]:
+    """'marker: reason' for every det-suite marker on `item` this machine can't honour."""
+    return [f"{marker}: {reason}" for marker in MARKERS
+            if item.get_closest_marker(marker) is not None
+            and (reason := _requirement(marker, snap, settings)) is not None]
+
+
+def _runs_under_foreign_table(item, snap: hardware.Snapshot, settings: Settings) -> bool:
+    if settings.arch_as is None or snap.family == settings.arch_as:
+        return False
+    return any(item.get_closest_marker(marker) is not None for marker in GPU_MARKERS)
+
+
+# ------------------------------------------------------------------ configure
+
+def _resolve_arch_as(config) -> tuple[str | None, str | None]:
+    option = config.getoption("det_arch_as")
+    if option:
+        return option, "--det-arch-as"
+    inherited = os.environ.get(arch.ARCH_OVERRIDE_ENV)
+    if not inherited:
+        return None, None
+    try:
+        arch.validate_family(inherited, argument=arch.ARCH_OVERRIDE_ENV)
+    except ValueError as exc:
+        raise pytest.UsageError(str(exc)) from None
+    return inherited, arch.ARCH_OVERRIDE_ENV
+
+
+def pytest_configure(config) -> None:
+    for name, description in MARKERS.items():
+        config.addinivalue_line("markers", f"{name}: {description}")
+    arch_as, source = _resolve_arch_as(config)
+    settings = Settings(run_slow=config.getoption("run_slow"),
+                        run_perf=config.getoption("run_perf"),
+                        arch_as=arch_as, arch_as_source=source,
+                        require=tuple(config.getoption("det_require")))
+    config.pluginmanager.register(RunState(settings), SESSION_PLUGIN_NAME)
+
+
+def pytest_unconfigure(config) -> None:
+    state = config.pluginmanager.get_plugin(SESSION_PLUGIN_NAME)
+    if state is not None:
+        state.restore_environment()
+        config.pluginmanager.unregister(state, SESSION_PLUGIN_NAME)
+
+
+# ------------------------------------------------------------------ per-run hooks
+
+@dataclass
+class RunState:
+    """Hooks that need the run's settings and what it has seen (one per pytest config)."""
+
+    settings: Settings
+    not_run: dict[str, list[str]] = field(default_factory=dict)  # nodeid -> reasons
+    diagnostic: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, outcome)
+    _saved_arch_env: tuple[bool, str | None] | None = None
+
+    def __post_init__(self) -> None:
+        if self.settings.arch_as_source == "--det-arch-as":
+            # kernels read the override at launch; restore it when this run ends so an
+            # in-process run (pytester) doesn't leak the table into its caller.
+            self._saved_arch_env = (arch.ARCH_OVERRIDE_ENV in os.environ,
+                                    os.environ.get(arch.ARCH_OVERRIDE_ENV))
+            os.environ[arch.ARCH_OVERRIDE_ENV] = self.settings.arch_as
+
+    def restore_environment(self) -> None:
+        if self._saved_arch_env is None:
+            return
+        was_set, value = self._saved_arch_env
+        if was_set:
+            os.environ[arch.ARCH_OVERRIDE_ENV] = value
+        else:
+            os.environ.pop(arch.ARCH_OVERRIDE_ENV, None)
+        self._saved_arch_env = None
+
+    # -- header
+
+    def pytest_report_header(self, config) -> list[str]:
+        snap = hardware.current()
+        family, source = snap.tile_family()
+        lines = [f"det-suite: machine: {_machine_text(snap)} | tiles: {family} ({source}) | "
+                 f"torch {snap.torch_version}, triton {snap.triton_version or 'not installed'}"]
+        if INTERPRETER_SET_BY_PLUGIN:
+            lines.append(f"det-suite: {INTERPRET_ENV}=1 set by the det-suite plugin "
+                         "(no CUDA device): kernels run on the Triton interpreter")
+        if self.settings.arch_as is not None:
+            lines.append(_diagnosis_banner(snap, self.settings))
+        return lines
+
+    # -- skipping
+
+    def pytest_collection_modifyitems(self, items) -> None:
+        # A skip mark (rather than pytest.skip in setup) makes -ra point at the test, and
+        # nothing of the test (fixtures included) runs.
+        snap = hardware.current()
+        for item in items:
+            self._mark(item, snap)
+
+    def _mark(self, item, snap: hardware.Snapshot) -> None:
+        reasons = unmet_requirements(item, snap, self.settings)
+        if reasons:
+            item.user_properties.extend((NOT_RUN_PROPERTY, reason) for reason in reasons)
+            item.add_marker(pytest.mark.skip(reason="; ".join(reasons)))
+        elif _runs_under_foreign_table(item, snap, self.settings):
+            item.user_properties.append((DIAGNOSTIC_PROPERTY, self.settings.arch_as))
+
+    # -- bookkeeping (on the xdist controller too: reports carry the properties)
+
+    def pytest_runtest_logreport(self, report) -> None:
+        properties = report.user_properties
+        if report.skipped:
+            reasons = [value for name, value in properties if name == NOT_RUN_PROPERTY]
+            if reasons:
+                self.not_run[report.nodeid] = reasons
+        ran = report.when == "call" or (report.when == "setup" and report.failed)
+        if ran and any(name == DIAGNOSTIC_PROPERTY for name, _ in properties):
+            outcome = "error" if report.when == "setup" else report.outcome
+            self.diagnostic.append((report.nodeid, outcome))
+
+    def required_not_run(self) -> dict[str, list[str]]:
+        required = self.settings.require
+        return {nodeid: reasons for nodeid, reasons in self.not_run.items()
+                if any(reason.split(":", 1)[0] in required for reason in reasons)}
+
+    @pytest.hookimpl(trylast=True)
+    def pytest_sessionfinish(self, session, exitstatus) -> None:
+        # Only an otherwise green run is turned red; 5 (nothing collected) and real
+        # failures keep pytest's own code.
+        if self.required_not_run() and session.exitstatus == pytest.ExitCode.OK:
+            session.exitstatus = pytest.ExitCode.TESTS_FAILED
+
+    # -- summary
+
+    def pytest_terminal_summary(self, terminalreporter) -> None:
+        if self.not_run:
+            _write_not_run(terminalreporter, self.not_run)
+        if self.settings.require:
+            _write_required(terminalreporter, self.settings.require, self.required_not_run())
+        if self.diagnostic:
+            _write_diagnostic(terminalreporter, self.settings.arch_as, self.diagnostic)
+
+
+# ------------------------------------------------------------------ text
+
+def _machine_text(snap: hardware.Snapshot) -> str:
+    if snap.gpu_usable:
+        return snap.describe()
+    if snap.cuda_available:
+        return f"{snap.describe()} under the Triton interpreter ({INTERPRET_ENV} is set)"
+    if snap.interpreter_active:
+        return "CPU, Triton interpreter"
+    return f"CPU, no Triton interpreter ({INTERPRET_ENV}=0: kernels cannot run)"
+
+
+def _diagnosis_banner(snap: hardware.Snapshot, settings: Settings) -> str:
+    family = settings.arch_as
+    prefix = f"det-suite: !!! DIAGNOSIS MODE ({settings.arch_as_source}={family}):"
+    if not snap.gpu_usable:
+        return (f"{prefix} every kernel uses the {family} tile table; {family}-marked tests "
+                "still skip without a GPU (the interpreter has no MMA instructions) !!!")
+    if snap.family == family:
+        return (f"{prefix} {family} is this GPU's own family ({snap.describe()}); results "
+                "are ordinary !!!")
+    return (f"{prefix} {family}-marked tests run on {snap.describe()} with the {family} "
+            f"tile table; results are NOT passes on {family} hardware !!!")
+
+
+def _write_not_run(reporter, not_run: dict[str, list[str]]) -> None:
+    by_reason = Counter(reason for reasons in not_run.values() for reason in reasons)
+    reporter.write_sep("=", "det-suite: not run")
+    reporter.write_line(f"{len(not_run)} test(s) skipped by det-suite markers: not run, "
+                        "not passed")
+    width = max(len(reason.split(":", 1)[0]) for reason in by_reason)
+    for reason, count in sorted(by_reason.items()):
+        marker, why = reason.split(": ", 1)
+        reporter.write_line(f"  {marker:<{width}}  {count:>4}  {why}")
+
+
+def _write_required(reporter, require: tuple[str, ...], missing: dict[str, list[str]]) -> None:
+    names = ",".join(require)
+    if not missing:
+        reporter.write_line(f"det-suite: --det-require={names}: every such test ran")
+        return
+    reporter.write_sep("=", f"det-suite: --det-require={names} not met", red=True)
+    reporter.write_line(f"{len(missing)} required test(s) did not run; the run fails "
+                        "(exit code 1) even if nothing else did", red=True)
+    for nodeid in sorted(missing):
+        reporter.write_line(f"  {nodeid}")
+
+
+def _write_diagnostic(reporter, family: str, ran: list[tuple[str, str]]) -> None:
+    reporter.write_sep("=", f"DIAGNOSTIC (not a pass on {family} hardware)", yellow=True)
+    for nodeid, outcome in ran:
+        reporter.write_line(f"  {outcome.upper():<7} {nodeid}")

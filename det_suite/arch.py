@@ -51,6 +51,9 @@ def device_family(device: torch.device | None = None) -> str:
         return validate_family(override, argument=ARCH_OVERRIDE_ENV)
     if device is not None and torch.device(device).type == "cpu" or interpreter_active():
         return INTERPRETER_FAMILY
+    if not torch.cuda.is_available():
+        raise RuntimeError("no CUDA device and TRITON_INTERPRET is not set: det-suite's kernels "
+                           "have nowhere to run (set TRITON_INTERPRET=1 to use the interpreter)")
     major, minor = torch.cuda.get_device_capability(device)
     return family_of_capability(major, minor)
 

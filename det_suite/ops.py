@@ -158,6 +158,23 @@ def triton_cdiv(a: int, b: int) -> int:
 
 
 _TMA_ALIGN_BYTES = 16
+_counter_buffers: dict[tuple, torch.Tensor] = {}
+
+
+def _split_k_counters(device: torch.device, tiles: int) -> torch.Tensor:
+    """Per-tile arrival counters for the fused split-K fix-up. Kernels leave them at zero,
+    so one zeroed buffer per (device, stream) serves every launch and every graph replay;
+    keyed by stream so concurrent streams never share a counter. Grown outside capture."""
+    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
+    key = (str(device), stream)
+    buf = _counter_buffers.get(key)
+    if buf is None or buf.numel() < tiles:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("split-K counters must be allocated before CUDA Graph capture; "
+                               "run the op once eagerly at the captured shape first")
+        buf = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
+        _counter_buffers[key] = buf
+    return buf
 
 
 def tma_compatible(a: torch.Tensor, b_kn: torch.Tensor) -> bool:
@@ -181,33 +198,35 @@ def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
     tile_args = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
                      GROUP_M=config.group_m)
     bias_arg = bias if bias is not None else a_scale  # never read when HAS_BIAS is False
+    fused_fixup = config.use_workspace and config.fused_fixup
     if config.use_workspace:
-        target = torch.empty((config.split_k, m, n), dtype=torch.float32, device=a.device)
-        target_strides = (target.stride(0), target.stride(1), target.stride(2))
+        partials = torch.empty((config.split_k, m, n), dtype=torch.float32, device=a.device)
         grid = (tiles, config.split_k)
     else:
-        target = out
-        target_strides = (0, out.stride(0), out.stride(1))
+        partials = out  # never written when WRITE_PARTIALS is False
         grid = (tiles, 1)
-    mode = dict(HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
-                WRITE_PARTIALS=config.use_workspace)
+    counters = _split_k_counters(a.device, tiles) if fused_fixup else a_scale
+    common = dict(HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
+                  WRITE_PARTIALS=config.use_workspace, FUSED_FIXUP=fused_fixup,
+                  BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
+                  GROUP_M=config.group_m, num_warps=config.num_warps,
+                  num_stages=config.num_stages, **_KERNEL_OPTIONS)
+    tail = (out, partials, counters, bias_arg, a_scale, b_scale, m, n, k, k_chunk)
+    strides = (partials.stride(0) if config.use_workspace else 0, partials.stride(-2),
+               partials.stride(-1), out.stride(0), out.stride(1))
     if config.use_tma and tma_compatible(a, b_kn):
-        a_desc = TensorDescriptor(a, [m, k], [a.stride(0), 1], [config.block_m, config.block_k])
         b_nk = b_kn.t()
+        a_desc = TensorDescriptor(a, [m, k], [a.stride(0), 1], [config.block_m, config.block_k])
         b_desc = TensorDescriptor(b_nk, [n, k], [b_nk.stride(0), 1],
                                   [config.block_n, config.block_k])
-        fp8_scaled_mm_tma_kernel[grid](
-            a_desc, b_desc, target, bias_arg, a_scale, b_scale, m, n, k, k_chunk,
-            *target_strides, **mode, **tile_args, **launch)
+        fp8_scaled_mm_tma_kernel[grid](a_desc, b_desc, *tail, *strides, **common)
     else:
-        fp8_scaled_mm_kernel[grid](
-            a, b_kn, target, bias_arg, a_scale, b_scale, m, n, k, k_chunk,
-            a.stride(0), a.stride(1), b_kn.stride(0), b_kn.stride(1), *target_strides,
-            EVEN_K=k % config.block_k == 0, **mode, **tile_args, **launch)
-    if config.use_workspace:
+        fp8_scaled_mm_kernel[grid](a, b_kn, *tail, a.stride(0), a.stride(1), b_kn.stride(0),
+                                   b_kn.stride(1), *strides, EVEN_K=k % config.block_k == 0,
+                                   **common)
+    if config.use_workspace and not fused_fixup:
         fp8_splitk_reduce_kernel[(triton_cdiv(m, _REDUCE_BLOCK_M), triton_cdiv(n, _REDUCE_BLOCK_N))](
-            target, out, bias_arg, a_scale, b_scale, m, n, *target_strides,
-            out.stride(0), out.stride(1),
+            partials, out, bias_arg, a_scale, b_scale, m, n, *strides,
             HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
             BLOCK_M=_REDUCE_BLOCK_M, BLOCK_N=_REDUCE_BLOCK_N, **_KERNEL_OPTIONS)
     return out

@@ -89,7 +89,9 @@ def environment() -> dict:
         "git_revision": _git_revision(),
         "triton_interpret": interpreter_active(),
         "cuda_available": torch.cuda.is_available(),
-        "tile_family": device_family(),
+        # No GPU and no interpreter: no kernel can run, so no tile table is in play.
+        "tile_family": (device_family() if torch.cuda.is_available() or interpreter_active()
+                        else None),
         "tile_family_source": family_source(),
         "source_sha256": source_hashes(),
     }

@@ -30,3 +30,28 @@ def store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m
     tl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
              out.to(out_ptr.dtype.element_ty),
              mask=row_in_range[:, None] & col_in_range[None, :])
+
+
+@triton.jit
+def finish_split_k_tile(partial_ptrs, stride_os, counter_ptr, out_ptr, bias_ptr, a_scale_ptr,
+                        b_scale_ptr, offs_m, offs_n, M, N, stride_om, stride_on,
+                        HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+    """Called by each split program after it stored its partial tile. The last of the
+    tile's SPLIT_K programs to arrive adds all partials in ascending split order - the same
+    sum as `fp8_splitk_reduce_kernel` and the single-pass kernel - so which program arrives
+    last never changes the bits, and no second launch is needed."""
+    # Every thread's partial store must be issued before the release below publishes it.
+    tl.debug_barrier()
+    arrived = tl.atomic_add(counter_ptr, 1, sem="acq_rel", scope="gpu")
+    if arrived == SPLIT_K - 1:
+        in_bounds = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for split in range(SPLIT_K):
+            # .cg reads L2, never a stale L1 line of another SM's partial.
+            total += tl.load(partial_ptrs + split * stride_os, mask=in_bounds, other=0.0,
+                             cache_modifier=".cg")
+        store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n,
+                          M, N, stride_om, stride_on, HAS_BIAS)
+        # Re-arm the counter for the next launch (and the next CUDA Graph replay).
+        tl.atomic_xchg(counter_ptr, 0, sem="relaxed", scope="gpu")

@@ -5,20 +5,21 @@ out[m, n] = cast( (sum_k a[m, k] * b[k, n]) * (a_scale * b_scale) + bias[n] )
 The reduction schedule is the triple (partition of K into SPLIT_K chunks of K_CHUNK
 elements, BLOCK_K tiles visited in ascending order inside a chunk, chunks added to an fp32
 running total in ascending order). The caller derives all three from (N, K) only; BLOCK_M
-and the grid may follow M. Two launch shapes realise the same schedule:
+and the grid may follow M. Three launch shapes realise the same schedule:
 
 - WRITE_PARTIALS=False: one program walks every chunk of its tile, each chunk summed into a
   fresh accumulator and added to the total in order (no workspace; for large M).
-- WRITE_PARTIALS=True: program (tile, s) writes chunk s's fp32 sum to a workspace and
-  `fp8_splitk_reduce_kernel` adds the chunks in order (more CTAs; for small M).
+- WRITE_PARTIALS=True: program (tile, s) writes chunk s's fp32 sum to a workspace (more
+  CTAs; for small M); then either the last program of the tile to arrive adds the chunks
+  in order (FUSED_FIXUP, one launch) or `fp8_splitk_reduce_kernel` does (a second launch).
 
-Both compute identical arithmetic, so the launch shape may depend on M.
+All compute identical arithmetic, so the launch shape may depend on M.
 """
 
 import triton
 import triton.language as tl
 
-from det_suite.kernels.fp8_epilogue import store_scaled_tile
+from det_suite.kernels.fp8_epilogue import finish_split_k_tile, store_scaled_tile
 from det_suite.kernels.tile_order import grouped_tile_coordinates
 
 
@@ -50,14 +51,16 @@ def _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, k_begin, K, K_CHUNK,
 
 @triton.jit
 def fp8_scaled_mm_kernel(
-    a_ptr, b_ptr, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
+    a_ptr, b_ptr, out_ptr, partials_ptr, counters_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
     M, N, K, K_CHUNK,
     stride_am, stride_ak,
     stride_bk, stride_bn,
-    stride_os, stride_om, stride_on,
+    stride_ps, stride_pm, stride_pn,
+    stride_om, stride_on,
     HAS_BIAS: tl.constexpr,
     SPLIT_K: tl.constexpr,
     WRITE_PARTIALS: tl.constexpr,
+    FUSED_FIXUP: tl.constexpr,
     EVEN_K: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
@@ -73,9 +76,13 @@ def fp8_scaled_mm_kernel(
         split = tl.program_id(1)
         acc = _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, split * K_CHUNK, K, K_CHUNK,
                            stride_ak, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
-        out_ptrs = (out_ptr + split * stride_os
-                    + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on)
-        tl.store(out_ptrs, acc, mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
+        partial_ptrs = partials_ptr + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
+        tl.store(partial_ptrs + split * stride_ps, acc,
+                 mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
+        if FUSED_FIXUP:
+            finish_split_k_tile(partial_ptrs, stride_ps, counters_ptr + tl.program_id(0), out_ptr,
+                                bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
+                                stride_om, stride_on, HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N)
     else:
         if SPLIT_K == 1:
             total = _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, 0, K, K_CHUNK,

@@ -14,7 +14,7 @@ pointer kernel otherwise, a choice that depends on K alone.
 import triton
 import triton.language as tl
 
-from det_suite.kernels.fp8_epilogue import store_scaled_tile
+from det_suite.kernels.fp8_epilogue import finish_split_k_tile, store_scaled_tile
 from det_suite.kernels.tile_order import grouped_tile_coordinates
 
 
@@ -32,12 +32,14 @@ def _sum_k_chunk_tma(a_desc, b_desc, off_m, off_n, k_begin, K, K_CHUNK,
 
 @triton.jit
 def fp8_scaled_mm_tma_kernel(
-    a_desc, b_desc, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
+    a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
     M, N, K, K_CHUNK,
-    stride_os, stride_om, stride_on,
+    stride_ps, stride_pm, stride_pn,
+    stride_om, stride_on,
     HAS_BIAS: tl.constexpr,
     SPLIT_K: tl.constexpr,
     WRITE_PARTIALS: tl.constexpr,
+    FUSED_FIXUP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
 ):
@@ -50,9 +52,13 @@ def fp8_scaled_mm_tma_kernel(
         split = tl.program_id(1)
         acc = _sum_k_chunk_tma(a_desc, b_desc, off_m, off_n, split * K_CHUNK, K, K_CHUNK,
                                BLOCK_M, BLOCK_N, BLOCK_K)
-        tl.store(out_ptr + split * stride_os + offs_m[:, None] * stride_om
-                 + offs_n[None, :] * stride_on, acc,
+        partial_ptrs = partials_ptr + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
+        tl.store(partial_ptrs + split * stride_ps, acc,
                  mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
+        if FUSED_FIXUP:
+            finish_split_k_tile(partial_ptrs, stride_ps, counters_ptr + tl.program_id(0), out_ptr,
+                                bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
+                                stride_om, stride_on, HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N)
     else:
         if SPLIT_K == 1:
             total = _sum_k_chunk_tma(a_desc, b_desc, off_m, off_n, 0, K, K_CHUNK,

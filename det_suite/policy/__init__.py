@@ -31,6 +31,7 @@ class LaunchConfig:
     group_m: int
     use_workspace: bool
     use_tma: bool = False  # loads only: TMA descriptors instead of pointer loads
+    fused_fixup: bool = True  # workspace path: last split program sums, no second launch
 
     def k_chunk(self, k: int) -> int:
         """Elements of K per split chunk: whole BLOCK_K tiles, so no tile straddles chunks."""
@@ -52,6 +53,7 @@ class MTile:
     num_stages: int
     use_workspace: bool = False
     use_tma: bool = False
+    fused_fixup: bool = True
 
 
 @dataclass(frozen=True)
@@ -72,7 +74,7 @@ class TableEntry:
                     num_warps=tile.num_warps, num_stages=tile.num_stages,
                     split_k=self.split_k, group_m=self.group_m,
                     use_workspace=tile.use_workspace and self.split_k > 1,
-                    use_tma=tile.use_tma,
+                    use_tma=tile.use_tma, fused_fixup=tile.fused_fixup,
                 )
         raise AssertionError("validated tables end with an unbounded m_tile")
 
@@ -126,7 +128,8 @@ def _parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEn
         m_tiles = tuple(MTile(max_m=t["max_m"], block_m=t["block_m"], num_warps=t["num_warps"],
                               num_stages=t["num_stages"],
                               use_workspace=t.get("use_workspace", False),
-                              use_tma=t.get("use_tma", False))
+                              use_tma=t.get("use_tma", False),
+                              fused_fixup=t.get("fused_fixup", True))
                         for t in raw["m_tiles"])
         entry = TableEntry(n=n, k=k, block_n=raw["block_n"], block_k=raw["block_k"],
                            split_k=raw.get("split_k", 1), group_m=raw.get("group_m", 8),

@@ -229,3 +229,21 @@ def test_tma_and_pointer_loads_bit_exact(n, k, split_k, use_workspace, device):
     outs = [fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale, layer.bias,
                           config=replace(base, use_tma=tma)) for tma in (False, True)]
     assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("fixup", ["fused", "second-kernel"])
+@pytest.mark.parametrize("tma", [False, True], ids=["pointer", "tma"])
+def test_split_k_fixup_variants_bit_exact_with_single_pass(fixup, tma, device):
+    """Last-arriving-program fix-up, separate reduction kernel and in-register chunk loop
+    are three launch shapes of one schedule."""
+    x = make_activations(40, 512, device=device)
+    layer = make_fp8_linear(96, 512, bias_dtype=torch.bfloat16, device=device, calibration=x)
+    a = quantize_fp8(x, layer.input_scale)
+    base = replace(shipped_policy("sm90").select(40, 96, 512), block_k=64, split_k=3,
+                   use_tma=tma)
+    single = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale, layer.bias,
+                           config=replace(base, use_workspace=False))
+    split = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale, layer.bias,
+                          config=replace(base, use_workspace=True,
+                                         fused_fixup=fixup == "fused"))
+    assert torch.equal(single, split)

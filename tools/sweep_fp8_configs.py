@@ -43,17 +43,19 @@ def graph_time_ms(fn_for_copy, copies):
 
 def candidates(m, split):
     if m <= 32:
-        grid = itertools.product([64], [64, 128], [4], [4], [False, True])
+        grid = [(64, bn, 4, st, tma) for bn in (64, 128) for st in (4, 6) for tma in (False, True)]
     elif m <= 128:
-        grid = itertools.product([64, 128], [64, 128, 256], [4, 8], [4], [True])
+        grid = [(64, 64, 4, 4, True), (64, 128, 4, 4, True), (128, 64, 4, 4, True),
+                (128, 128, 4, 4, True), (128, 128, 8, 4, True)]
     else:
-        grid = itertools.product([128], [128, 256], [4, 8], [3, 4], [False, True])
+        grid = [(bm, bn, w, st, tma) for bm, bn, w in ((64, 128, 4), (128, 128, 4),
+                                                       (128, 128, 8), (128, 256, 8))
+                for st in (3, 4) for tma in (False, True)]
     for bm, bn, warps, stages, tma in grid:
-        if bm == 128 and bn == 256 and warps == 4:
-            continue  # accumulator would spill
         yield LaunchConfig(block_m=bm, block_n=bn, block_k=128, num_warps=warps,
                            num_stages=stages, split_k=split, group_m=8,
-                           use_workspace=split > 1 and m <= 128, use_tma=tma)
+                           use_workspace=split > 1 and m <= 128, use_tma=tma,
+                           fused_fixup=True)
 
 
 def main():

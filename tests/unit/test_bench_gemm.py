@@ -1,0 +1,387 @@
+"""`det-suite bench gemm`: shape parsing, summaries, tables, the accuracy gate in front of
+every timing, and the no-GPU exit. `gpu`/`perf` tests run the real benchmark on one small
+shape."""
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from det_suite.bench.gemm import (
+    REFERENCE_VENDOR, BenchRun, CellResult, GemmShape, check_accuracy, format_markdown,
+    format_mode_table, gate_failures, geometric_mean, measure_cell, parse_ms, parse_shape,
+    parse_shapes, random_fp8, summarize, weight_floor_us)
+from det_suite.cli import build_parser, main
+from det_suite.commands.bench import config_policy, parse_config_spec
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+NO_GPU_MESSAGE = "bench gemm needs a CUDA GPU; found none"
+SMALL = GemmShape("small", 256, 512)
+
+
+def _cell(mode="warm", shape=SMALL, m=1, det=10.0, torch_us=5.0, errors=(), config=None,
+          floor=None):
+    cell = CellResult(mode, shape, m, det_us=det, vendor_us={REFERENCE_VENDOR: torch_us},
+                      config=config, floor_us=floor)
+    cell.errors = list(errors)
+    return cell
+
+
+# ------------------------------------------------------------------ shapes
+
+@pytest.mark.parametrize("spec,expected", [
+    ("qwen3-8b", [("qwen3-8b/qkv", 6144, 4096), ("qwen3-8b/o", 4096, 4096),
+                  ("qwen3-8b/gate_up", 24576, 4096), ("qwen3-8b/down", 4096, 12288)]),
+    ("qwen3-14b", [("qwen3-14b/qkv", 7168, 5120), ("qwen3-14b/o", 5120, 5120),
+                   ("qwen3-14b/gate_up", 34816, 5120), ("qwen3-14b/down", 5120, 17408)]),
+    ("4096,12288", [("4096x12288", 4096, 12288)]),
+    ("2048x1024", [("2048x1024", 2048, 1024)]),
+    ("down=4096,12288", [("down", 4096, 12288)]),
+], ids=["preset-qwen3-8b", "preset-qwen3-14b", "n-comma-k", "n-x-k", "named"])
+def test_parse_shape(spec, expected):
+    assert [(s.name, s.n, s.k) for s in parse_shape(spec)] == expected
+
+
+@pytest.mark.parametrize("spec", ["qwen3-70b", "4096", "4096,", "0,4096", "4100,4096", "a,b"],
+                         ids=["unknown-preset", "one-number", "missing-k", "zero-n",
+                              "n-not-multiple-of-16", "not-numbers"])
+def test_parse_shape_rejects(spec):
+    with pytest.raises(ValueError, match="shape"):
+        parse_shape(spec)
+
+
+def test_parse_shapes_keeps_first_of_duplicate_nk():
+    shapes = parse_shapes(["qwen3-8b", "4096,4096"])
+    assert [s.name for s in shapes] == ["qwen3-8b/qkv", "qwen3-8b/o", "qwen3-8b/gate_up",
+                                        "qwen3-8b/down"]
+
+
+@pytest.mark.parametrize("values,expected", [([8, 1, 8, 8], [1, 8]), ([32], [32])],
+                         ids=["sorted-unique", "single"])
+def test_parse_ms(values, expected):
+    assert parse_ms(values) == expected
+
+
+def test_parse_ms_rejects_zero():
+    with pytest.raises(ValueError, match=">= 1"):
+        parse_ms([0, 8])
+
+
+# ------------------------------------------------------------------ arithmetic
+
+@pytest.mark.parametrize("values,expected", [([2.0], 2.0), ([1.0, 4.0], 2.0),
+                                             ([0.5, 2.0, 8.0], 2.0)],
+                         ids=["one", "two", "three"])
+def test_geometric_mean(values, expected):
+    assert geometric_mean(values) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("values", [[], [0.0], [-1.0], [math.inf], [math.nan]],
+                         ids=["empty", "zero", "negative", "inf", "nan"])
+def test_geometric_mean_rejects(values):
+    with pytest.raises(ValueError):
+        geometric_mean(values)
+
+
+@pytest.mark.parametrize("n,k,floor_us", [(6144, 4096, 5.9), (4096, 4096, 3.9),
+                                          (24576, 4096, 23.6), (4096, 12288, 11.8)],
+                         ids=["qkv", "o", "gate_up", "down"])
+def test_weight_floor_matches_design_md(n, k, floor_us):
+    """design.md: at 4.27 TB/s copy bandwidth the qwen3-8b weights read in these times."""
+    assert weight_floor_us(n, k, 4.27e12) == pytest.approx(floor_us, abs=0.05)
+
+
+# ------------------------------------------------------------------ data and accuracy
+
+def test_random_fp8_has_no_zeros():
+    a = random_fp8((64, 512), generator=torch.Generator().manual_seed(0), device="cpu")
+    assert a.dtype == torch.float8_e4m3fn and a.shape == (64, 512)
+    assert not (a.float() == 0).any()
+
+
+def _reference(m=32, n=48, k=256):
+    gen = torch.Generator().manual_seed(1)
+    a = random_fp8((m, k), generator=gen, device="cpu")
+    w = random_fp8((n, k), generator=gen, device="cpu")
+    return a.double() @ w.double().t()
+
+
+def test_accuracy_accepts_bf16_output_rounding():
+    ref = _reference()
+    assert check_accuracy(ref.to(torch.bfloat16), ref).ok
+
+
+def _corrupt(kind, ref):
+    out = ref.to(torch.bfloat16).clone()
+    if kind == "garbage":
+        return torch.randn(out.shape, generator=torch.Generator().manual_seed(2)).bfloat16()
+    if kind == "zeros":
+        return torch.zeros_like(out)
+    if kind == "nan":
+        out[3, 5] = float("nan")
+        return out
+    if kind == "one-tile-unwritten":
+        out[:16, :16] = 0
+        return out
+    if kind == "wrong-shape":
+        return out[:, :-1]
+    raise AssertionError(kind)
+
+
+@pytest.mark.parametrize("kind", ["garbage", "zeros", "nan", "one-tile-unwritten",
+                                  "wrong-shape"])
+def test_accuracy_rejects(kind):
+    ref = _reference()
+    result = check_accuracy(_corrupt(kind, ref), ref)
+    assert not result.ok and result.reason
+
+
+# ------------------------------------------------------------------ one cell
+
+def _fake_timer(us):
+    return lambda fn: (fn(), us)[1]
+
+
+def _cell_inputs(det_out=None, timed_out=None, vendor_out=None):
+    ref = _reference()
+    good = ref.to(torch.bfloat16)
+    det = det_out if det_out is not None else good
+    timed = timed_out if timed_out is not None else det
+    vendors = {REFERENCE_VENDOR: lambda: good}
+    if vendor_out is not None:
+        vendors["other_vendor"] = lambda: vendor_out
+    return dict(det_checked=lambda: det, det_timed=lambda: timed, vendors=vendors)
+
+
+def test_measure_cell_times_every_provider_in_every_mode():
+    timers = {"warm": _fake_timer(3.0), "flush": _fake_timer(6.0)}
+    cells = measure_cell(SMALL, 32, det_config={"block_m": 64}, timers=timers, floor_us=2.0,
+                         **_cell_inputs(vendor_out=_reference().to(torch.bfloat16)))
+    assert set(cells) == {"warm", "flush"}
+    assert cells["flush"].det_us == 6.0
+    assert cells["flush"].vendor_us == {REFERENCE_VENDOR: 6.0, "other_vendor": 6.0}
+    assert cells["warm"].ratio == 1.0 and cells["warm"].floor_ratio == 1.5
+    assert not cells["warm"].errors
+
+
+def test_measure_cell_refuses_a_time_for_a_wrong_result():
+    ref = _reference()
+    cells = measure_cell(SMALL, 32, det_config=None, timers={"warm": _fake_timer(1.0)},
+                         floor_us=None, **_cell_inputs(det_out=_corrupt("garbage", ref)))
+    cell = cells["warm"]
+    assert cell.det_us is None and cell.ratio is None
+    assert any("wrong result" in e for e in cell.errors)
+
+
+def test_measure_cell_flags_a_timed_launch_that_differs_from_the_checked_one():
+    good = _reference().to(torch.bfloat16)
+    cells = measure_cell(SMALL, 32, det_config=None, timers={"warm": _fake_timer(1.0)},
+                         floor_us=None, **_cell_inputs(timed_out=good + 1))
+    assert cells["warm"].det_us is None
+    assert any("timed launch" in e for e in cells["warm"].errors)
+
+
+def test_measure_cell_records_a_wrong_vendor_without_failing_the_cell():
+    ref = _reference()
+    cells = measure_cell(SMALL, 32, det_config=None, timers={"warm": _fake_timer(1.0)},
+                         floor_us=None, **_cell_inputs(vendor_out=_corrupt("zeros", ref)))
+    cell = cells["warm"]
+    assert not cell.errors and cell.det_us == 1.0
+    assert "other_vendor" in cell.vendor_errors and cell.vendor_us["other_vendor"] is None
+
+
+def test_measure_cell_reference_failure_is_an_error():
+    def broken():
+        raise RuntimeError("cuBLASLt says no")
+    inputs = _cell_inputs()
+    inputs["vendors"] = {REFERENCE_VENDOR: broken}
+    cells = measure_cell(SMALL, 32, det_config=None, timers={"warm": _fake_timer(1.0)},
+                         floor_us=None, **inputs)
+    assert any("cuBLASLt says no" in e for e in cells["warm"].errors)
+    assert cells["warm"].det_us is None
+
+
+# ------------------------------------------------------------------ summaries and reports
+
+def test_summary_geomean_and_worst_cell():
+    cells = [_cell(m=1, det=10, torch_us=5), _cell(m=8, det=5, torch_us=10),
+             _cell(m=32, det=4, torch_us=4)]
+    s = summarize("warm", cells)
+    assert s.geomean_ratio == pytest.approx(1.0)
+    assert (s.worst_ratio, s.worst_m, s.worst_shape) == (2.0, 1, "small")
+
+
+def test_summary_leaves_failed_cells_out_and_counts_them():
+    cells = [_cell(m=1, det=6, torch_us=5), _cell(m=8, det=None, errors=["wrong result"])]
+    s = summarize("warm", cells)
+    assert (s.timed_cells, s.failed_cells) == (1, 1)
+    assert s.geomean_ratio == pytest.approx(1.2)
+    assert "FAILED" in s.line()
+
+
+def test_table_has_a_row_per_cell_and_the_summary_last():
+    config = dict(block_m=64, block_n=128, block_k=128, split_k=2, num_warps=4, num_stages=4,
+                  use_workspace=True, use_tma=False)
+    cells = [_cell(m=1, det=10, torch_us=5, config=config, floor=4.0),
+             _cell(m=2048, det=5, torch_us=10)]
+    lines = format_mode_table("warm", cells).splitlines()
+    assert lines[0].startswith("mode warm")
+    assert "det us" in lines[1] and "torch us" in lines[1] and "floor x" in lines[1]
+    assert "bm64 bn128 bk128 sk2 w4 s4 ws" in lines[3] and " 2.50 " in lines[3]
+    assert lines[-1].startswith("[warm] geometric mean") and "worst 2.000" in lines[-1]
+
+
+def test_table_marks_a_wrong_cell_and_prints_its_error():
+    text = format_mode_table("flush", [_cell(det=None, errors=["wrong result vs x"])])
+    assert "WRONG" in text and "ERROR small M=1: wrong result vs x" in text
+
+
+def _run(cells):
+    return BenchRun(shapes=[SMALL], ms=[1, 8], modes=["warm"],
+                    vendors={REFERENCE_VENDOR: "cuBLASLt"}, policy_source="sm90.json",
+                    policy_family="sm90", copy_bandwidth=4.27e12, settings={},
+                    cells={"warm": cells}, environment={"machine": "test"})
+
+
+def test_markdown_has_a_ratio_grid_per_mode():
+    md = format_markdown(_run([_cell(m=1, det=10, torch_us=5), _cell(m=8, det=5, torch_us=5)]))
+    assert "| shape (N x K) | M=1 | M=8 |" in md
+    assert "| small 256x512 | 2.00 | 1.00 |" in md
+
+
+def test_json_payload_records_cells_summary_and_ok():
+    payload = _run([_cell(m=1, det=10, torch_us=5)]).to_json()
+    json.dumps(payload)
+    mode = payload["modes"]["warm"]
+    assert payload["ok"] is True and mode["summary"]["geomean_ratio"] == 2.0
+    assert mode["cells"][0]["ratio_vs_torch_scaled_mm"] == 2.0
+
+
+@pytest.mark.parametrize("max_geomean,max_cell,failures", [
+    (None, None, 0), (2.5, None, 0), (1.5, None, 1), (None, 1.9, 1), (1.0, 1.0, 2)],
+    ids=["no-gate", "geomean-ok", "geomean-over", "cell-over", "both-over"])
+def test_speed_gate(max_geomean, max_cell, failures):
+    summaries = {"warm": summarize("warm", [_cell(m=1, det=10, torch_us=5),
+                                            _cell(m=8, det=6, torch_us=5)])}
+    assert len(gate_failures(summaries, max_geomean=max_geomean, max_cell=max_cell)) == failures
+
+
+# ------------------------------------------------------------------ CLI
+
+@pytest.fixture
+def no_gpu():
+    if torch.cuda.is_available():
+        pytest.skip("checks the no-GPU path; this machine has a CUDA GPU")
+
+
+def test_bench_gemm_without_gpu_exits_2_with_a_clear_message(no_gpu, capsys):
+    assert main(["bench", "gemm", "--shapes", "qwen3-8b"]) == 2
+    assert NO_GPU_MESSAGE in capsys.readouterr().err
+
+
+def test_bench_gemm_without_gpu_process_exit_code(no_gpu):
+    env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
+    proc = subprocess.run([sys.executable, "-m", "det_suite", "bench", "gemm", "--json",
+                           "unused.json"], capture_output=True, text=True, env=env,
+                          cwd=REPO_ROOT, timeout=120)
+    assert proc.returncode == 2 and NO_GPU_MESSAGE in proc.stderr
+    assert not (REPO_ROOT / "unused.json").exists()
+
+
+def test_bench_gemm_rejects_a_bad_shape_before_anything_else(capsys):
+    assert main(["bench", "gemm", "--shapes", "4096"]) == 2
+    assert "shape '4096'" in capsys.readouterr().err
+
+
+def test_bench_gemm_mode_is_repeatable():
+    args = build_parser().parse_args(["bench", "gemm", "--mode", "warm", "--mode", "graph"])
+    assert args.mode == ["warm", "graph"]
+
+
+def test_bench_gemm_rejects_an_unknown_mode():
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["bench", "gemm", "--mode", "cold"])
+    assert exc.value.code == 2
+
+
+@pytest.mark.parametrize("spec,expected", [
+    ("block_m=64,block_n=128,block_k=128",
+     dict(block_m=64, block_n=128, block_k=128, num_warps=4, num_stages=3, split_k=1,
+          group_m=8, use_workspace=False, use_tma=False, fused_fixup=True)),
+    ('{"block_m": 64, "block_n": 64, "block_k": 128, "split_k": 2, "use_workspace": true}',
+     dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=2,
+          group_m=8, use_workspace=True, use_tma=False, fused_fixup=True)),
+    ("block_m=64,block_n=64,block_k=128,split_k=2,use_workspace=1,fused_fixup=0,use_tma=1",
+     dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=2,
+          group_m=8, use_workspace=True, use_tma=True, fused_fixup=False)),
+], ids=["key-value", "json", "flags"])
+def test_parse_config_spec(spec, expected):
+    assert parse_config_spec(spec) == expected
+
+
+@pytest.mark.parametrize("spec", ["block_m=64", "block_m=64,block_n=64,block_k=128,bogus=1",
+                                  "block_m"], ids=["missing-fields", "unknown-field",
+                                                   "not-key-value"])
+def test_parse_config_spec_rejects(spec):
+    with pytest.raises(ValueError, match="--config"):
+        parse_config_spec(spec)
+
+
+def test_config_policy_serves_the_pinned_config_for_every_shape_and_m():
+    fields = parse_config_spec("block_m=64,block_n=128,block_k=128,split_k=2,use_workspace=1")
+    policy = config_policy(fields, "sm90")
+    configs = {policy.select(m, n, k) for m in (1, 8192) for n, k in ((4096, 4096),
+                                                                      (24576, 4096))}
+    assert len(configs) == 1
+    assert next(iter(configs)).use_workspace and next(iter(configs)).split_k == 2
+
+
+# ------------------------------------------------------------------ GPU
+
+@pytest.mark.gpu
+@pytest.mark.perf
+def test_gpu_bench_small_shape_every_mode():
+    from det_suite.bench.gemm import run_gemm_bench
+
+    run = run_gemm_bench([GemmShape("small", 1024, 1024)], [1, 128], ["warm", "flush", "graph"],
+                         warmup_ms=5, rep_ms=20, progress=print)
+    assert not run.failed, [c.errors for cells in run.cells.values() for c in cells]
+    for mode, cells in run.cells.items():
+        for cell in cells:
+            assert cell.det_us > 0 and cell.torch_us > 0, (mode, cell.m)
+            assert cell.config is not None
+        print(format_mode_table(mode, cells))
+
+
+@pytest.mark.gpu
+@pytest.mark.perf
+def test_gpu_bench_cli_writes_json_and_markdown(tmp_path):
+    out_json, out_md = tmp_path / "bench.json", tmp_path / "bench.md"
+    code = main(["bench", "gemm", "--shapes", "1024,1024", "--m", "1", "64", "--mode", "graph",
+                 "--rep-ms", "20", "--warmup-ms", "5", "--json", str(out_json),
+                 "--markdown", str(out_md)])
+    assert code == 0
+    payload = json.loads(out_json.read_text())
+    assert payload["ok"] and payload["environment"]["gpu"]["capability"]
+    assert payload["hbm_copy_bandwidth_bytes_per_s"] > 1e11
+    assert "| shape (N x K) |" in out_md.read_text()
+
+
+@pytest.mark.gpu
+@pytest.mark.perf
+@pytest.mark.parametrize("mode", ["warm", "flush", "graph"])
+def test_gpu_timer_orders_a_small_and_a_large_copy(mode):
+    from det_suite.bench.timing import make_timer
+
+    small = torch.empty(1 << 20, dtype=torch.uint8, device="cuda")
+    large = torch.empty(1 << 28, dtype=torch.uint8, device="cuda")
+    small_dst, large_dst = torch.empty_like(small), torch.empty_like(large)
+    timer = make_timer(mode, warmup_ms=5, rep_ms=20)
+    t_small = timer(lambda: small_dst.copy_(small))
+    t_large = timer(lambda: large_dst.copy_(large))
+    assert 0 < t_small < t_large

@@ -105,5 +105,6 @@ def environment() -> dict:
         }
         env["machine"] = props.name
     else:
-        env["machine"] = f"CPU ({platform.processor() or platform.machine()}), Triton interpreter"
+        env["machine"] = (f"CPU ({platform.processor() or platform.machine()})"
+                          + (", Triton interpreter" if interpreter_active() else ", no GPU"))
     return env

@@ -44,6 +44,7 @@ Behaviour
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections import Counter
@@ -249,6 +250,9 @@ def _resolve_arch_as(config) -> tuple[str | None, str | None]:
     return inherited, arch.ARCH_OVERRIDE_ENV
 
 
+_DOT_STACK_KEY = pytest.StashKey()
+
+
 def pytest_configure(config) -> None:
     for name, description in MARKERS.items():
         config.addinivalue_line("markers", f"{name}: {description}")
@@ -258,9 +262,26 @@ def pytest_configure(config) -> None:
                         arch_as=arch_as, arch_as_source=source,
                         require=tuple(config.getoption("det_require")))
     config.pluginmanager.register(RunState(settings), SESSION_PLUGIN_NAME)
+    _enter_fixed_order_dot(config)
+
+
+def _enter_fixed_order_dot(config) -> None:
+    """On the interpreter, tl.dot must be row-count invariant like every GPU MMA, or CPU
+    invariance tests measure numpy's BLAS instead of the kernel (det_suite.interpreter)."""
+    from det_suite.arch import interpreter_active
+
+    if interpreter_active():
+        from det_suite.interpreter import fixed_order_dot
+
+        stack = contextlib.ExitStack()
+        stack.enter_context(fixed_order_dot())
+        config.stash[_DOT_STACK_KEY] = stack
 
 
 def pytest_unconfigure(config) -> None:
+    stack = config.stash.get(_DOT_STACK_KEY, None)
+    if stack is not None:
+        stack.close()
     state = config.pluginmanager.get_plugin(SESSION_PLUGIN_NAME)
     if state is not None:
         state.restore_environment()
@@ -306,6 +327,10 @@ class RunState:
         if INTERPRETER_SET_BY_PLUGIN:
             lines.append(f"det-suite: {INTERPRET_ENV}=1 set by the det-suite plugin "
                          "(no CUDA device): kernels run on the Triton interpreter")
+        if config.stash.get(_DOT_STACK_KEY, None) is not None:
+            from det_suite.interpreter import NOTE
+
+            lines.append(f"det-suite: {NOTE}")
         if self.settings.arch_as is not None:
             lines.append(_diagnosis_banner(snap, self.settings))
         return lines

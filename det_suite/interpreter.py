@@ -1,0 +1,83 @@
+"""On the CPU, make the Triton interpreter's tl.dot sum each tile in a fixed order.
+
+Triton 3.6's interpreter evaluates `tl.dot(a, b, acc)` as `acc + np.matmul(a, b)`, and numpy
+hands the product to OpenBLAS, whose kernels order a row's sum by the number of rows in the
+call: with numpy 2.2.6's OpenBLAS 0.3.29 (Haswell kernels, even single-threaded) the rows of
+a 16-row product differ in the last bits from the same rows inside a 128-row product. Any
+table whose BLOCK_M follows M would then look non-invariant on the CPU for a reason no GPU
+has (an MMA instruction's arithmetic for one output never depends on the other rows), and
+no check could tell a kernel's schedule from numpy's. The pytest plugin and the CLI install
+it for the whole run whenever the interpreter is active.
+
+While `fixed_order_dot()` is active the interpreter computes the same `acc + a @ b`, with the
+tile product summed in fp32 in ascending k (`t += a[:, k] * b[k, :]`). FP8/FP16/BF16
+products are exact in fp32, so this is a plain ordered sum, identical for every BLOCK_M.
+Everything the kernel's schedule decides (BLOCK_K, the K-chunk partition, the order chunks
+are combined in) still changes the grouping of the sum, so the positive control still
+differs. It is also faster than numpy's cast-then-matmul for tiles of 64+ rows.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+
+import numpy as np
+
+from det_suite.arch import interpreter_active
+
+NOTE = ("Triton interpreter tl.dot summed in a fixed order (ascending k, fp32) by det-suite: "
+        "numpy's OpenBLAS matmul is not row-count invariant")
+
+
+def _builder_class():
+    from triton.runtime import interpreter
+
+    cls = getattr(interpreter, "InterpreterBuilder", None)
+    if cls is None or not hasattr(cls, "create_dot") or not hasattr(interpreter,
+                                                                     "_convert_float"):
+        raise RuntimeError("this Triton's interpreter has no InterpreterBuilder.create_dot/"
+                           "_convert_float; det_suite/interpreter.py needs "
+                           "updating for it")
+    return interpreter, cls
+
+
+def _ordered_product(a: np.ndarray, b: np.ndarray, dtype) -> np.ndarray:
+    a = a.astype(dtype, copy=False)
+    b = b.astype(dtype, copy=False)
+    total = np.zeros(a.shape[:-1] + b.shape[-1:], dtype=dtype)
+    for k in range(a.shape[-1]):
+        total += a[..., :, k:k + 1] * b[..., k:k + 1, :]
+    return total
+
+
+@contextmanager
+def fixed_order_dot():
+    """Yields True while the ordered dot is installed; False (and changes nothing) when
+    the interpreter is not active."""
+    if not interpreter_active():
+        yield False
+        return
+    interpreter, cls = _builder_class()
+    original = cls.create_dot
+    tl = interpreter.tl
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        acc_dtype = d.data.dtype
+        if not np.issubdtype(acc_dtype, np.floating):
+            return original(self, a, b, d, input_precision, max_num_imprecise_acc)
+        a_data, b_data = a.data, b.data
+        # As the interpreter does: FP8 storage is widened to FP16 first (exactly).
+        if (a.dtype.primitive_bitwidth == 8 and a.dtype.is_floating()) or \
+                (b.dtype.primitive_bitwidth == 8 and b.dtype.is_floating()):
+            a_data = interpreter._convert_float(a_data, a.dtype, tl.float16, None).view(
+                np.float16)
+            b_data = interpreter._convert_float(b_data, b.dtype, tl.float16, None).view(
+                np.float16)
+        product = _ordered_product(a_data, b_data, acc_dtype)
+        return interpreter.TensorHandle(product + d.data, d.dtype.scalar)
+
+    cls.create_dot = create_dot
+    try:
+        yield True
+    finally:
+        cls.create_dot = original

@@ -26,11 +26,15 @@ def register(subparsers) -> None:
         description=__doc__.split("\n\n")[1])
     parser.add_argument("--out", required=True, metavar="DIR", help="folder for all results")
     parser.add_argument("--steps", default=",".join(STEP_NAMES),
-                        help=f"comma-separated subset of {', '.join(STEP_NAMES)}")
+                        help=f"comma-separated subset of {', '.join(STEP_NAMES)}, run in the "
+                             "order given")
     parser.add_argument("--shapes", default="qwen3-8b",
                         help="shape preset for the benchmark (default qwen3-8b)")
     parser.add_argument("--pytest-args", default="",
                         help="extra arguments for the pytest step (one string)")
+    parser.add_argument("--invariance-args", default="",
+                        help="extra arguments for the invariance step (one string), e.g. "
+                             "'--providers det_suite:s2 det_suite:s3 control torch_scaled_mm'")
     parser.set_defaults(handler=run, needs_kernels=False)
 
 
@@ -40,7 +44,8 @@ def _steps(out: Path, args) -> dict[str, list[str]]:
         "pytest": [py, "-m", "pytest", "-p", "det_suite.pytest_plugin", "-m", GPU_MARKERS,
                    "--det-require=gpu", "-q", "-rs", f"--junitxml={out / 'junit.xml'}",
                    *args.pytest_args.split()],
-        "invariance": [py, "-m", "det_suite", "invariance", "--full", "--out", str(out)],
+        "invariance": [py, "-m", "det_suite", "invariance", "--full", "--out", str(out),
+                       *args.invariance_args.split()],
         "bench": [py, "-m", "det_suite", "bench", "gemm", "--shapes", args.shapes,
                   "--mode", "graph", "--mode", "flush", "--json", str(out / "bench.json"),
                   "--markdown", str(out / "bench.md")],

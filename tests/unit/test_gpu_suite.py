@@ -1,0 +1,35 @@
+"""gpu-suite orchestration logic that needs no GPU."""
+
+import pytest
+
+from det_suite.cli import main
+from det_suite.commands.gpu_suite import _junit_counts
+
+
+def test_unknown_step_is_a_usage_error(tmp_path, capsys):
+    assert main(["gpu-suite", "--out", str(tmp_path), "--steps", "pytest,fuzz"]) == 2
+    assert "unknown step(s) ['fuzz']" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("xml,expected", [
+    ('<testsuites><testsuite tests="5" failures="1" errors="0" skipped="2"/></testsuites>',
+     {"tests": 5, "failures": 1, "errors": 0, "skipped": 2, "passed": 2}),
+    ('<testsuite tests="3" failures="0" errors="1" skipped="0"/>',
+     {"tests": 3, "failures": 0, "errors": 1, "skipped": 0, "passed": 2}),
+], ids=["testsuites-root", "testsuite-root"])
+def test_junit_counts_separate_skips_from_passes(tmp_path, xml, expected):
+    path = tmp_path / "junit.xml"
+    path.write_text(xml)
+    assert _junit_counts(path) == expected
+
+
+def test_missing_junit_counts_as_not_run(tmp_path):
+    assert _junit_counts(tmp_path / "junit.xml") is None
+
+
+def test_a_failing_step_fails_the_suite_and_writes_the_summary(tmp_path):
+    # On this CPU machine `bench gemm` refuses (no GPU): the suite must say FAILED.
+    code = main(["gpu-suite", "--out", str(tmp_path), "--steps", "bench"])
+    assert code == 1
+    summary = (tmp_path / "gpu_suite.json").read_text()
+    assert '"ok": false' in summary

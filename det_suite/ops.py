@@ -186,49 +186,204 @@ def tma_compatible(a: torch.Tensor, b_kn: torch.Tensor) -> bool:
             and aligned(a, a.stride(0)) and aligned(b_kn, b_kn.stride(1)))
 
 
+# ---------------------------------------------------------------- how the GEMM is launched
+#
+# `gemm_launch_spec` is the one description of the FP8 GEMM's launches: which kernels, in
+# which order, their grids, runtime arguments (in parameter order), constexprs and compile
+# options, for a launch config and a problem shape. `launch_fp8_gemm` binds it to tensors
+# and launches it; `det_suite.policy_lint` binds it to stand-in tensors and cross-compiles
+# it. A launch changed here changes both, so the lint cannot drift from what runs.
+
+# Where each kernel `gemm_launch_spec` names is defined (the lint compiles it from there).
+GEMM_LAUNCH_KERNELS = {
+    "fp8_scaled_mm_kernel": "det_suite.kernels.fp8_scaled_mm",
+    "fp8_scaled_mm_tma_kernel": "det_suite.kernels.fp8_scaled_mm_tma",
+    "fp8_splitk_reduce_kernel": "det_suite.kernels.fp8_splitk_reduce",
+}
+# Each kernel as this module's global at launch time, not bound once: tools and tests
+# stand in for a kernel by patching this module's attribute (e.g. det_suite.tune's
+# parallel precompile).
+_LAUNCH_KERNEL = {
+    "fp8_scaled_mm_kernel": lambda: fp8_scaled_mm_kernel,
+    "fp8_scaled_mm_tma_kernel": lambda: fp8_scaled_mm_tma_kernel,
+    "fp8_splitk_reduce_kernel": lambda: fp8_splitk_reduce_kernel,
+}
+
+
+@dataclass(frozen=True)
+class LaunchArg:
+    """What a launch passes for one runtime (non-constexpr) kernel parameter, in terms of
+    the launch's tensors by role: a, b_kn, b_nk (= b_kn.t()), out, partials, counters,
+    bias, a_scale, b_scale.
+
+    kind "tensor": the tensor itself; "stride": its stride along `dim`; "desc": a TMA
+    TensorDescriptor over it (its shape, row stride, unit inner stride, `block_shape`);
+    "int": the literal `value`."""
+
+    kind: str
+    role: str | None = None
+    dim: int | None = None
+    value: int | None = None
+    block_shape: tuple[int, ...] | None = None
+
+    def bind(self, tensors):
+        if self.kind == "int":
+            return self.value
+        tensor = tensors[self.role]
+        if self.kind == "tensor":
+            return tensor
+        if self.kind == "stride":
+            return tensor.stride(self.dim)
+        if self.kind == "desc":
+            return TensorDescriptor(tensor, list(tensor.shape), [tensor.stride(0), 1],
+                                    list(self.block_shape))
+        raise AssertionError(f"unknown launch argument kind {self.kind!r}")
+
+
+def _tensor(role: str) -> LaunchArg:
+    return LaunchArg("tensor", role=role)
+
+
+def _stride(role: str, dim: int) -> LaunchArg:
+    return LaunchArg("stride", role=role, dim=dim)
+
+
+def _desc(role: str, block_shape: tuple[int, ...]) -> LaunchArg:
+    return LaunchArg("desc", role=role, block_shape=block_shape)
+
+
+def _int(value: int) -> LaunchArg:
+    return LaunchArg("int", value=value)
+
+
+@dataclass(frozen=True)
+class KernelCall:
+    """One kernel launch: `kernel` (named as in GEMM_LAUNCH_KERNELS) on
+    `grid`, runtime arguments as (parameter, LaunchArg) in the kernel's parameter order,
+    then constexprs and compile options as keyword arguments."""
+
+    kernel: str
+    grid: tuple[int, ...]
+    args: tuple[tuple[str, LaunchArg], ...]
+    constexprs: tuple[tuple[str, object], ...]
+    options: tuple[tuple[str, object], ...]
+
+    @property
+    def module(self) -> str:
+        return GEMM_LAUNCH_KERNELS[self.kernel]
+
+    def bind(self, tensors) -> list:
+        return [arg.bind(tensors) for _name, arg in self.args]
+
+    def keywords(self) -> dict:
+        return {**dict(self.constexprs), **dict(self.options)}
+
+
+@dataclass(frozen=True)
+class GemmLaunchSpec:
+    """Every launch of one FP8 GEMM, in order, and the scratch tensors they need:
+    `workspace_shape` (fp32 split-K partials, role "partials") and `counter_tiles`
+    (per-tile arrival counters for the fused fix-up, role "counters"; 0: none)."""
+
+    calls: tuple[KernelCall, ...]
+    workspace_shape: tuple[int, ...] | None
+    counter_tiles: int
+
+
+_SPEC_CACHE: dict[tuple, GemmLaunchSpec] = {}
+_SPEC_CACHE_SIZE = 4096
+
+
+def gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, *, has_bias: bool,
+                     use_tma: bool) -> GemmLaunchSpec:
+    """How `launch_fp8_gemm` launches an (m x k) @ (k x n) GEMM under `config`. `use_tma`:
+    the TMA kernel was chosen (`config.use_tma` and `tma_compatible` operands); otherwise
+    the pointer kernel runs, whatever `config.use_tma` says. Memoised: it is on every
+    launch's path, and a model calls few distinct shapes."""
+    key = (config, m, n, k, has_bias, use_tma)
+    spec = _SPEC_CACHE.get(key)
+    if spec is None:
+        if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
+            _SPEC_CACHE.clear()
+        spec = _SPEC_CACHE[key] = _build_gemm_launch_spec(config, m, n, k, has_bias, use_tma)
+    return spec
+
+
+def _build_gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, has_bias: bool,
+                            use_tma: bool) -> GemmLaunchSpec:
+    tiles = triton_cdiv(m, config.block_m) * triton_cdiv(n, config.block_n)
+    workspace = config.use_workspace
+    fused_fixup = workspace and config.fused_fixup
+    partials = "partials" if workspace else "out"  # never written when WRITE_PARTIALS is False
+    bias = "bias" if has_bias else "a_scale"        # never read when HAS_BIAS is False
+    counters = "counters" if fused_fixup else "a_scale"  # never touched without the fix-up
+    tail = (("out_ptr", _tensor("out")), ("partials_ptr", _tensor(partials)),
+            ("counters_ptr", _tensor(counters)), ("bias_ptr", _tensor(bias)),
+            ("a_scale_ptr", _tensor("a_scale")), ("b_scale_ptr", _tensor("b_scale")),
+            ("M", _int(m)), ("N", _int(n)), ("K", _int(k)),
+            ("K_CHUNK", _int(config.k_chunk(k))))
+    strides = (("stride_ps", _stride(partials, 0) if workspace else _int(0)),
+               ("stride_pm", _stride(partials, -2)), ("stride_pn", _stride(partials, -1)),
+               ("stride_om", _stride("out", 0)), ("stride_on", _stride("out", 1)))
+    common = (("HAS_BIAS", has_bias), ("SPLIT_K", config.split_k),
+              ("WRITE_PARTIALS", workspace), ("FUSED_FIXUP", fused_fixup),
+              ("BLOCK_M", config.block_m), ("BLOCK_N", config.block_n),
+              ("BLOCK_K", config.block_k), ("GROUP_M", config.group_m))
+    options = (("num_warps", config.num_warps), ("num_stages", config.num_stages),
+               *_KERNEL_OPTIONS.items())
+    grid = (tiles, config.split_k if workspace else 1)
+    if use_tma:
+        gemm = KernelCall(
+            "fp8_scaled_mm_tma_kernel", grid,
+            (("a_desc", _desc("a", (config.block_m, config.block_k))),
+             ("b_desc", _desc("b_nk", (config.block_n, config.block_k))), *tail, *strides),
+            common, options)
+    else:
+        gemm = KernelCall(
+            "fp8_scaled_mm_kernel", grid,
+            (("a_ptr", _tensor("a")), ("b_ptr", _tensor("b_kn")), *tail,
+             ("stride_am", _stride("a", 0)), ("stride_ak", _stride("a", 1)),
+             ("stride_bk", _stride("b_kn", 0)), ("stride_bn", _stride("b_kn", 1)), *strides),
+            (("EVEN_K", k % config.block_k == 0), *common), options)
+    calls = [gemm]
+    if workspace and not fused_fixup:
+        calls.append(KernelCall(
+            "fp8_splitk_reduce_kernel",
+            (triton_cdiv(m, _REDUCE_BLOCK_M), triton_cdiv(n, _REDUCE_BLOCK_N)),
+            (("partials_ptr", _tensor("partials")), ("out_ptr", _tensor("out")),
+             ("bias_ptr", _tensor(bias)), ("a_scale_ptr", _tensor("a_scale")),
+             ("b_scale_ptr", _tensor("b_scale")), ("M", _int(m)), ("N", _int(n)), *strides),
+            (("HAS_BIAS", has_bias), ("SPLIT_K", config.split_k),
+             ("BLOCK_M", _REDUCE_BLOCK_M), ("BLOCK_N", _REDUCE_BLOCK_N)),
+            tuple(_KERNEL_OPTIONS.items())))
+    return GemmLaunchSpec(calls=tuple(calls),
+                          workspace_shape=(config.split_k, m, n) if workspace else None,
+                          counter_tiles=tiles if fused_fixup else 0)
+
+
+def selects_tma(config: LaunchConfig, a, b_kn) -> bool:
+    """Whether `launch_fp8_gemm` runs the TMA kernel: the tile asks for it and the operands
+    allow it; otherwise the pointer kernel runs the same tile."""
+    return config.use_tma and tma_compatible(a, b_kn)
+
+
 def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
                     b_scale: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
                     config: LaunchConfig) -> torch.Tensor:
     """Launch the GEMM for already-validated operands: a (M, K) fp8, b_kn (K, N) fp8."""
     m, k = a.shape
     n = b_kn.shape[1]
-    k_chunk = config.k_chunk(k)
-    tiles = triton_cdiv(m, config.block_m) * triton_cdiv(n, config.block_n)
-    launch = dict(num_warps=config.num_warps, num_stages=config.num_stages, **_KERNEL_OPTIONS)
-    tile_args = dict(BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                     GROUP_M=config.group_m)
-    bias_arg = bias if bias is not None else a_scale  # never read when HAS_BIAS is False
-    fused_fixup = config.use_workspace and config.fused_fixup
-    if config.use_workspace:
-        partials = torch.empty((config.split_k, m, n), dtype=torch.float32, device=a.device)
-        grid = (tiles, config.split_k)
-    else:
-        partials = out  # never written when WRITE_PARTIALS is False
-        grid = (tiles, 1)
-    counters = _split_k_counters(a.device, tiles) if fused_fixup else a_scale
-    common = dict(HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
-                  WRITE_PARTIALS=config.use_workspace, FUSED_FIXUP=fused_fixup,
-                  BLOCK_M=config.block_m, BLOCK_N=config.block_n, BLOCK_K=config.block_k,
-                  GROUP_M=config.group_m, num_warps=config.num_warps,
-                  num_stages=config.num_stages, **_KERNEL_OPTIONS)
-    tail = (out, partials, counters, bias_arg, a_scale, b_scale, m, n, k, k_chunk)
-    strides = (partials.stride(0) if config.use_workspace else 0, partials.stride(-2),
-               partials.stride(-1), out.stride(0), out.stride(1))
-    if config.use_tma and tma_compatible(a, b_kn):
-        b_nk = b_kn.t()
-        a_desc = TensorDescriptor(a, [m, k], [a.stride(0), 1], [config.block_m, config.block_k])
-        b_desc = TensorDescriptor(b_nk, [n, k], [b_nk.stride(0), 1],
-                                  [config.block_n, config.block_k])
-        fp8_scaled_mm_tma_kernel[grid](a_desc, b_desc, *tail, *strides, **common)
-    else:
-        fp8_scaled_mm_kernel[grid](a, b_kn, *tail, a.stride(0), a.stride(1), b_kn.stride(0),
-                                   b_kn.stride(1), *strides, EVEN_K=k % config.block_k == 0,
-                                   **common)
-    if config.use_workspace and not fused_fixup:
-        fp8_splitk_reduce_kernel[(triton_cdiv(m, _REDUCE_BLOCK_M), triton_cdiv(n, _REDUCE_BLOCK_N))](
-            partials, out, bias_arg, a_scale, b_scale, m, n, *strides,
-            HAS_BIAS=bias is not None, SPLIT_K=config.split_k,
-            BLOCK_M=_REDUCE_BLOCK_M, BLOCK_N=_REDUCE_BLOCK_N, **_KERNEL_OPTIONS)
+    spec = gemm_launch_spec(config, m, n, k, has_bias=bias is not None,
+                            use_tma=selects_tma(config, a, b_kn))
+    tensors = dict(a=a, b_kn=b_kn, b_nk=b_kn.t(), out=out, bias=bias, a_scale=a_scale,
+                   b_scale=b_scale)
+    if spec.workspace_shape is not None:
+        tensors["partials"] = torch.empty(spec.workspace_shape, dtype=torch.float32,
+                                          device=a.device)
+    if spec.counter_tiles:
+        tensors["counters"] = _split_k_counters(a.device, spec.counter_tiles)
+    for call in spec.calls:
+        _LAUNCH_KERNEL[call.kernel]()[call.grid](*call.bind(tensors), **call.keywords())
     return out
 
 

@@ -1,0 +1,108 @@
+"""`det-suite lint-policy`: check that every tile a table lets M pick compiles to one MMA
+instruction along K (see det_suite.policy_lint). Needs no GPU."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(subparsers) -> None:
+    parser = subparsers.add_parser(
+        "lint-policy",
+        help="check tile tables compile to one MMA instruction along K per entry (no GPU)",
+        description=(
+            "Cross-compile every kernel variant a tile table can select to PTX (Triton, on "
+            "CPU): each tile at its own and the overridden pipeline depths, TMA and pointer "
+            "loads, split-K with the fused fix-up or the separate reduce kernel, single "
+            "pass, K-tail and decode specialisations, launched exactly as det_suite.ops "
+            "launches them. Check that all variants of each table entry use one MMA "
+            "instruction family, one K step and one operand type. Without --table, lints "
+            "the shipped tables (every family, 'default' included) on the compute "
+            "capabilities they serve. Exit status 1 on any violation."),
+    )
+    parser.add_argument("--family", action="append", default=None, metavar="FAMILY",
+                        help="shipped table to lint (repeatable; default: all shipped "
+                             "families when --table is not given)")
+    parser.add_argument("--table", default=None, metavar="PATH",
+                        help="a candidate tile-table JSON file to lint")
+    parser.add_argument("--arch", action="append", default=None, metavar="smXX",
+                        help="compile target(s) instead of each table's own (repeatable), "
+                             "e.g. --table seed.json --arch sm_90")
+    parser.add_argument("--stages", default=None, metavar="LIST",
+                        help="num_stages overrides to lint besides each tile's own, comma "
+                             "separated (default 2,3; 'none' for the table's only)")
+    parser.add_argument("--jobs", type=int, default=None,
+                        help="compile worker processes (default: CPU count, at most 8)")
+    parser.add_argument("--json", default=None, metavar="PATH", help="write the result as JSON")
+    parser.add_argument("--markdown", default=None, metavar="PATH",
+                        help="write the result as Markdown")
+    parser.add_argument("--ptx-dir", default=None, metavar="DIR",
+                        help="also keep every compiled PTX listing in DIR")
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="print every compiled variant, not one row per tile")
+    parser.set_defaults(handler=run)
+
+
+def _stages(text: str | None) -> tuple[int, ...]:
+    from det_suite.policy import validate_stages
+    from det_suite.policy_lint import OVERRIDE_STAGES
+
+    if text is None:
+        return OVERRIDE_STAGES
+    if text.strip().lower() in ("", "none"):
+        return ()
+    try:
+        return tuple(validate_stages(int(part)) for part in text.split(",") if part.strip())
+    except ValueError as exc:
+        raise ValueError(f"--stages {text!r}: {exc}") from None
+
+
+def _environment() -> dict:
+    from det_suite.report import environment
+
+    try:
+        return environment()
+    except Exception as exc:  # the lint needs no GPU; don't let capture fail the run
+        import platform
+
+        import torch
+        import triton
+
+        from det_suite import __version__
+        from det_suite.report import source_hashes
+        return {"environment_error": f"{type(exc).__name__}: {exc}",
+                "python": platform.python_version(), "torch": torch.__version__,
+                "triton": triton.__version__, "det_suite": __version__,
+                "host": platform.node(), "source_sha256": source_hashes()}
+
+
+def run(args: argparse.Namespace) -> int:
+    from det_suite import policy_lint
+    from det_suite.report import write_json_atomic, write_text_atomic
+
+    try:
+        stages = _stages(args.stages)
+        arches = [policy_lint.parse_arch(a) for a in args.arch] if args.arch else None
+        pairs = []
+        if args.family or not args.table:
+            pairs += policy_lint.shipped_pairs(args.family, arches)
+        if args.table:
+            pairs.append(policy_lint.table_pair(args.table, arches))
+        if args.jobs is not None and args.jobs < 1:
+            raise ValueError(f"--jobs must be >= 1; got {args.jobs}")
+    except (ValueError, KeyError, OSError) as exc:
+        print(f"det-suite lint-policy: error: {exc}", file=sys.stderr)
+        return 2
+
+    result = policy_lint.lint(pairs, override_stages=stages, jobs=args.jobs,
+                              ptx_dir=args.ptx_dir)
+
+    data = result.to_dict()
+    print(result.to_text(verbose=args.verbose))
+    if args.json:
+        write_json_atomic(args.json, {"lint": data, "environment": _environment()})
+    if args.markdown:
+        write_text_atomic(args.markdown, result.to_markdown())
+    return 0 if result.ok else 1
+

@@ -158,22 +158,32 @@ def triton_cdiv(a: int, b: int) -> int:
 
 
 _TMA_ALIGN_BYTES = 16
-_counter_buffers: dict[tuple, torch.Tensor] = {}
+_counter_buffers: dict[str, torch.Tensor] = {}
+_retired_counter_buffers: list[torch.Tensor] = []
+# Enough for any workspace tile grid the shipped tables launch (M <= 256 on N <= 34816 at
+# 64x64 tiles is ~2k tiles), so the buffer is sized once at the first split-K launch.
+_MIN_COUNTERS = 1 << 16
 
 
 def _split_k_counters(device: torch.device, tiles: int) -> torch.Tensor:
-    """Per-tile arrival counters for the fused split-K fix-up. Kernels leave them at zero,
-    so one zeroed buffer per (device, stream) serves every launch and every graph replay;
-    keyed by stream so concurrent streams never share a counter. Grown outside capture."""
-    stream = torch.cuda.current_stream(device).cuda_stream if device.type == "cuda" else 0
-    key = (str(device), stream)
-    buf = _counter_buffers.get(key)
+    """Per-tile arrival counters for the fused split-K fix-up, one zeroed buffer per device.
+
+    Kernels leave every counter at zero when they finish, so the buffer serves every launch
+    and every CUDA Graph replay. It is keyed by device, not stream: a graph is captured on
+    its own stream after an eager warm-up on another, and must find the warm-up's buffer.
+    The cost is that two split-K GEMMs must not run concurrently on different streams of one
+    device (engines run linears on one stream). A buffer is never freed when it grows,
+    because a captured graph keeps its raw pointer.
+    """
+    buf = _counter_buffers.get(str(device))
     if buf is None or buf.numel() < tiles:
         if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
             raise RuntimeError("split-K counters must be allocated before CUDA Graph capture; "
                                "run the op once eagerly at the captured shape first")
-        buf = torch.zeros(max(tiles, 1024), dtype=torch.int32, device=device)
-        _counter_buffers[key] = buf
+        if buf is not None:
+            _retired_counter_buffers.append(buf)
+        buf = torch.zeros(max(tiles, _MIN_COUNTERS), dtype=torch.int32, device=device)
+        _counter_buffers[str(device)] = buf
     return buf
 
 

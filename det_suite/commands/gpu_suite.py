@@ -35,7 +35,25 @@ def register(subparsers) -> None:
     parser.add_argument("--invariance-args", default="",
                         help="extra arguments for the invariance step (one string), e.g. "
                              "'--providers det_suite:s2 det_suite:s3 control torch_scaled_mm'")
+    parser.add_argument("--step-timeout", action="append", default=[], metavar="STEP=SECONDS",
+                        help="wall-clock limit for one step (repeatable); a step that runs "
+                             "out is recorded as timed out and the next step still runs")
     parser.set_defaults(handler=run, needs_kernels=False)
+
+
+def _parse_timeouts(items: list[str]) -> dict[str, float]:
+    limits = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        try:
+            seconds = float(value)
+        except ValueError:
+            seconds = -1.0
+        if name not in STEP_NAMES or seconds <= 0:
+            raise ValueError(f"--step-timeout {item!r}: expected STEP=SECONDS with STEP one of "
+                             f"{', '.join(STEP_NAMES)} and SECONDS > 0")
+        limits[name] = seconds
+    return limits
 
 
 def _steps(out: Path, args) -> dict[str, list[str]]:
@@ -75,6 +93,11 @@ def run(args) -> int:
         print(f"gpu-suite: --steps has unknown step(s) {unknown}; expected some of "
               f"{', '.join(STEP_NAMES)}", file=sys.stderr)
         return 2
+    try:
+        limits = _parse_timeouts(args.step_timeout)
+    except ValueError as exc:
+        print(f"gpu-suite: {exc}", file=sys.stderr)
+        return 2
     commands = _steps(out, args)
     env = dict(os.environ)
     env.pop("TRITON_INTERPRET", None)  # a GPU run must never fall back to the interpreter
@@ -82,10 +105,14 @@ def run(args) -> int:
     for name in wanted:
         print(f"gpu-suite: [{name}] {' '.join(commands[name])}", file=sys.stderr, flush=True)
         start = time.monotonic()
-        proc = subprocess.run(commands[name], env=env)
-        results.append({"step": name, "command": commands[name], "exit_code": proc.returncode,
-                        "wall_s": round(time.monotonic() - start, 1)})
-        print(f"gpu-suite: [{name}] exit {proc.returncode} in {results[-1]['wall_s']} s",
+        try:
+            code = subprocess.run(commands[name], env=env, timeout=limits.get(name)).returncode
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            code, timed_out = 124, True
+        results.append({"step": name, "command": commands[name], "exit_code": code,
+                        "timed_out": timed_out, "wall_s": round(time.monotonic() - start, 1)})
+        print(f"gpu-suite: [{name}] exit {code} in {results[-1]['wall_s']} s",
               file=sys.stderr, flush=True)
     pytest_counts = _junit_counts(out / "junit.xml") if "pytest" in wanted else None
     summary = {"environment": environment(), "steps": results, "pytest": pytest_counts,
@@ -93,7 +120,8 @@ def run(args) -> int:
     write_json_atomic(out / "gpu_suite.json", summary)
     print("\nstep        exit   wall s")
     for r in results:
-        print(f"{r['step']:<11} {r['exit_code']:>4} {r['wall_s']:>8}")
+        note = "  (timed out)" if r["timed_out"] else ""
+        print(f"{r['step']:<11} {r['exit_code']:>4} {r['wall_s']:>8}{note}")
     if pytest_counts:
         print("pytest: {passed} passed, {failures} failed, {errors} errors, {skipped} not run "
               "(skipped)".format(**pytest_counts))

@@ -33,3 +33,10 @@ def test_a_failing_step_fails_the_suite_and_writes_the_summary(tmp_path):
     assert code == 1
     summary = (tmp_path / "gpu_suite.json").read_text()
     assert '"ok": false' in summary
+
+
+@pytest.mark.parametrize("item", ["bench", "bench=abc", "fuzz=10", "pytest=0"],
+                         ids=["no-seconds", "not-a-number", "unknown-step", "zero"])
+def test_bad_step_timeout_is_a_usage_error(tmp_path, capsys, item):
+    assert main(["gpu-suite", "--out", str(tmp_path), "--step-timeout", item]) == 2
+    assert "--step-timeout" in capsys.readouterr().err

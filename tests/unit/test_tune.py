@@ -511,7 +511,10 @@ def test_gpu_check_rejects_split_k_chosen_by_m(n, k):
     block_m = FAMILY_BLOCK_M[_gpu_family()][-1]
     entry = TableEntry(n, k, 128, 128, 4, 8, (MTile(None, block_m, 8, 3, False),))
     result = check_invariance(MDependentSplit(entry, 64), n, k, device="cuda")
-    assert not result.passed and result.first_differing_m == 1
+    # Rejected, at an m inside the window whose split differs (m <= 64). Which m shows it
+    # first is data-dependent: on the H200 a single row of the o projection happened to
+    # round identically under both splits and m=7 was the first to differ.
+    assert not result.passed and result.first_differing_m <= 64
 
 
 @pytest.mark.gpu

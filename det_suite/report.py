@@ -14,24 +14,9 @@ from pathlib import Path
 PACKAGE_ROOT = Path(__file__).resolve().parent
 
 
-def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     """Write via a temporary file in the same folder and rename, so readers never see a
     partial report and a crash leaves the previous file (or none) behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w") as handle:
-            handle.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
@@ -44,6 +29,10 @@ def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
             os.unlink(tmp)
         raise
     return path
+
+
+def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
+    return write_bytes_atomic(path, text.encode("utf-8"))
 
 
 def write_json_atomic(path: str | os.PathLike, payload) -> Path:

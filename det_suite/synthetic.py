@@ -29,8 +29,9 @@ class Fp8Linear:
     def k(self) -> int:
         return self.weight.shape[1]
 
-    def dequantized_weight(self) -> torch.Tensor:
-        return self.weight.float() * self.weight_scale
+    def args(self) -> tuple:
+        """(weight, weight_scale, input_scale, bias): fp8_linear's arguments after x."""
+        return (self.weight, self.weight_scale, self.input_scale, self.bias)
 
 
 def make_fp8_linear(n: int, k: int, *, seed: int = 0, bias_dtype: torch.dtype | None = None,

@@ -26,6 +26,8 @@ from dataclasses import dataclass
 
 import torch
 
+from det_suite.synthetic import Fp8Linear
+
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 
 FP8_DTYPE = torch.float8_e4m3fn
@@ -273,26 +275,12 @@ def _generator(device, *parts) -> torch.Generator:
 
 
 @dataclass(frozen=True)
-class Problem:
-    """One FP8 linear layer of a case: what every provider is called with besides x."""
+class Problem(Fp8Linear):
+    """One FP8 linear layer of a case (what every provider is called with besides x) and
+    the cancelling channel pairs its activations are built around."""
 
-    weight: torch.Tensor           # float8_e4m3fn [N, K]
-    weight_scale: torch.Tensor     # float32 (1,)
-    input_scale: torch.Tensor      # float32 (1,)
-    bias: torch.Tensor | None      # (N,) in the activation dtype
     first: torch.Tensor            # pair channels in the first half of K (on the device)
     second: torch.Tensor           # their partners in the second half
-
-    @property
-    def n(self) -> int:
-        return self.weight.shape[0]
-
-    @property
-    def k(self) -> int:
-        return self.weight.shape[1]
-
-    def args(self) -> tuple:
-        return (self.weight, self.weight_scale, self.input_scale, self.bias)
 
 
 def pair_channels(k: int, seed: int) -> tuple[list[int], list[int]]:

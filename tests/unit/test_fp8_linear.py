@@ -103,7 +103,7 @@ def _suffix_mismatches(n, k, full_m, ms, dtype, device, num_stages=None, policy=
     """Rows of an m-row call vs the same rows at the end of a full_m-row call."""
     x = make_activations(full_m, k, dtype=dtype, device=device, seed=seed)
     layer = make_fp8_linear(n, k, bias_dtype=dtype, device=device, calibration=x, seed=seed)
-    args = (layer.weight, layer.weight_scale, layer.input_scale, layer.bias)
+    args = layer.args()
     full = fp8_linear(x, *args, num_stages=num_stages, policy=policy)
     mismatched = [m for m in ms
                   if not torch.equal(fp8_linear(x[-m:], *args, num_stages=num_stages,

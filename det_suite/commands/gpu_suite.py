@@ -30,6 +30,9 @@ def register(subparsers) -> None:
                              "order given")
     parser.add_argument("--shapes", default="qwen3-8b",
                         help="shape preset for the benchmark (default qwen3-8b)")
+    parser.add_argument("--require", default="gpu", metavar="MARKERS",
+                        help="markers whose tests must run, not skip (pytest --det-require); "
+                             "e.g. gpu,sm120 on an SM12x runner (default gpu)")
     parser.add_argument("--pytest-args", default="",
                         help="extra arguments for the pytest step (one string)")
     parser.add_argument("--invariance-args", default="",
@@ -60,7 +63,7 @@ def _steps(out: Path, args) -> dict[str, list[str]]:
     py = sys.executable
     return {
         "pytest": [py, "-m", "pytest", "-p", "det_suite.pytest_plugin", "-m", GPU_MARKERS,
-                   "--det-require=gpu", "-q", "-rs", f"--junitxml={out / 'junit.xml'}",
+                   f"--det-require={args.require}", "-q", "-rs", f"--junitxml={out / 'junit.xml'}",
                    *args.pytest_args.split()],
         "invariance": [py, "-m", "det_suite", "invariance", "--full", "--out", str(out),
                        *args.invariance_args.split()],

@@ -15,8 +15,8 @@ import sys
 import time
 
 import torch
-import triton
 
+from det_suite.bench.timing import graph_median_us
 from det_suite.ops import fp8_scaled_mm
 from det_suite.policy import LaunchConfig
 
@@ -27,18 +27,11 @@ CALLS_PER_GRAPH = 16
 
 
 def graph_time_ms(fn_for_copy, copies):
-    stream = torch.cuda.Stream()
-    stream.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(stream):
-        for i in range(copies):
-            fn_for_copy(i)
-    torch.cuda.current_stream().wait_stream(stream)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        for i in range(CALLS_PER_GRAPH):
-            fn_for_copy(i % copies)
-    t = triton.testing.do_bench(graph.replay, warmup=5, rep=25, return_mode="median")
-    return t / CALLS_PER_GRAPH
+    """CUDA-graph time of one call, the captured calls cycling through the weight copies."""
+    rotation = itertools.cycle(range(copies))
+    us = graph_median_us(lambda: fn_for_copy(next(rotation)),
+                         calls_per_graph=CALLS_PER_GRAPH, warmup_ms=5, rep_ms=25)
+    return us / 1e3
 
 
 def candidates(m, split):

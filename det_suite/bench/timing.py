@@ -157,35 +157,37 @@ def _flush_us(device_index: int) -> float:
     return start.elapsed_time(end) * 1e3 / 5
 
 
+def _padded_median_us(fn: Callable[[], Any], *, warmup_ms: float, rep_ms: float,
+                      max_reps: int, before: Callable[[], Any] | None = None,
+                      before_us: float = 0.0) -> float:
+    """Median of padded single-call timings, `before` (untimed) ahead of every call."""
+    fn()
+    torch.cuda.synchronize()
+    pad_cycles, pad_us = _padding_cycles(fn)
+    estimate_us = _median(_timed_padded(fn, 5, pad_cycles, before=before))
+    period_us = estimate_us + pad_us + before_us
+    for _ in range(_clamp(warmup_ms * 1e3 / period_us, 1, max_reps)):
+        if before is not None:
+            before()
+        fn()
+    return _median(_timed_padded(fn, _clamp(rep_ms * 1e3 / period_us, 5, max_reps),
+                                 pad_cycles, before=before))
+
+
 def flushed_median_us(fn: Callable[[], Any], *, warmup_ms: float = 25.0, rep_ms: float = 100.0,
                       max_reps: int = 5000) -> float:
     """Median time of one call with L2 flushed before it (do_bench's flush buffer)."""
     require_gpu("cache-flushed timing")
-    fn()
-    torch.cuda.synchronize()
-    pad_cycles, pad_us = _padding_cycles(fn)
-    estimate_us = _median(_timed_padded(fn, 5, pad_cycles, before=_flush_l2))
-    period_us = estimate_us + pad_us + _flush_us(torch.cuda.current_device())
-    for _ in range(_clamp(warmup_ms * 1e3 / period_us, 1, max_reps)):
-        _flush_l2()
-        fn()
-    return _median(_timed_padded(fn, _clamp(rep_ms * 1e3 / period_us, 5, max_reps),
-                                 pad_cycles, before=_flush_l2))
+    return _padded_median_us(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, max_reps=max_reps,
+                             before=_flush_l2,
+                             before_us=_flush_us(torch.cuda.current_device()))
 
 
 def warm_median_us(fn: Callable[[], Any], *, warmup_ms: float = 25.0, rep_ms: float = 100.0,
                    max_reps: int = 5000) -> float:
     """Median time of one call with L2 warm (same operands back to back)."""
     require_gpu("warm-L2 timing")
-    fn()
-    torch.cuda.synchronize()
-    pad_cycles, pad_us = _padding_cycles(fn)
-    estimate_us = _median(_timed_padded(fn, 5, pad_cycles))
-    period_us = estimate_us + pad_us
-    for _ in range(_clamp(warmup_ms * 1e3 / period_us, 1, max_reps)):
-        fn()
-    return _median(_timed_padded(fn, _clamp(rep_ms * 1e3 / period_us, 5, max_reps),
-                                 pad_cycles))
+    return _padded_median_us(fn, warmup_ms=warmup_ms, rep_ms=rep_ms, max_reps=max_reps)
 
 
 def graph_median_us(fn: Callable[[], Any], *, calls_per_graph: int | None = None,
@@ -197,8 +199,8 @@ def graph_median_us(fn: Callable[[], Any], *, calls_per_graph: int | None = None
     Work `fn` allocates (outputs, split-K workspaces) comes from the graph's private pool.
     """
     require_gpu("CUDA Graph timing")
-    # Warm up on the stream the graph is captured on: work that keeps per-stream state
-    # (det-suite's split-K arrival counters) must have it before capture starts.
+    # Warm up on the stream the graph is captured on, so everything a first call allocates
+    # or compiles (Triton JIT, det-suite's split-K arrival counters) exists before capture.
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):

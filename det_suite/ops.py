@@ -11,7 +11,7 @@ cast, so a NaN anywhere in row i makes every output of row i NaN and touches no 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Literal
 
 import torch
@@ -21,9 +21,11 @@ from det_suite.arch import device_family, interpreter_active
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 from det_suite.kernels.fp8_quantize import fp8_quantize_kernel
 from det_suite.kernels.fp8_scaled_mm import fp8_scaled_mm_kernel
+from det_suite.kernels.fp8_scaled_mm_swap_ab import fp8_scaled_mm_swap_ab_kernel
 from det_suite.kernels.fp8_scaled_mm_tma import fp8_scaled_mm_tma_kernel
 from det_suite.kernels.fp8_splitk_reduce import fp8_splitk_reduce_kernel
-from det_suite.policy import LaunchConfig, TilePolicy, shipped_policy, validate_stages
+from det_suite.policy import (SWAP_FALLBACK_BLOCK_M, LaunchConfig, TilePolicy, shipped_policy,
+                              validate_stages)
 
 ACTIVATION_DTYPES = (torch.bfloat16, torch.float16)
 FP8_DTYPE = torch.float8_e4m3fn
@@ -208,6 +210,7 @@ def tma_compatible(a: torch.Tensor, b_kn: torch.Tensor) -> bool:
 GEMM_LAUNCH_KERNELS = {
     "fp8_scaled_mm_kernel": "det_suite.kernels.fp8_scaled_mm",
     "fp8_scaled_mm_tma_kernel": "det_suite.kernels.fp8_scaled_mm_tma",
+    "fp8_scaled_mm_swap_ab_kernel": "det_suite.kernels.fp8_scaled_mm_swap_ab",
     "fp8_splitk_reduce_kernel": "det_suite.kernels.fp8_splitk_reduce",
 }
 # Each kernel as this module's global at launch time, not bound once: tools and tests
@@ -216,6 +219,7 @@ GEMM_LAUNCH_KERNELS = {
 _LAUNCH_KERNEL = {
     "fp8_scaled_mm_kernel": lambda: fp8_scaled_mm_kernel,
     "fp8_scaled_mm_tma_kernel": lambda: fp8_scaled_mm_tma_kernel,
+    "fp8_scaled_mm_swap_ab_kernel": lambda: fp8_scaled_mm_swap_ab_kernel,
     "fp8_splitk_reduce_kernel": lambda: fp8_splitk_reduce_kernel,
 }
 
@@ -321,6 +325,8 @@ def gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, *, has_bias: 
 
 def _build_gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, has_bias: bool,
                             use_tma: bool) -> GemmLaunchSpec:
+    if config.swap_ab and not use_tma:
+        config = replace(config, swap_ab=False, block_m=SWAP_FALLBACK_BLOCK_M)
     tiles = triton_cdiv(m, config.block_m) * triton_cdiv(n, config.block_n)
     workspace = config.use_workspace
     fused_fixup = workspace and config.fused_fixup
@@ -338,13 +344,15 @@ def _build_gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, has_bi
     common = (("HAS_BIAS", has_bias), ("SPLIT_K", config.split_k),
               ("WRITE_PARTIALS", workspace), ("FUSED_FIXUP", fused_fixup),
               ("BLOCK_M", config.block_m), ("BLOCK_N", config.block_n),
-              ("BLOCK_K", config.block_k), ("GROUP_M", config.group_m))
+              ("BLOCK_K", config.block_k), ("GROUP_M", config.group_m),
+              ("USE_PDL", config.use_pdl))
     options = (("num_warps", config.num_warps), ("num_stages", config.num_stages),
-               *_KERNEL_OPTIONS.items())
+               ("launch_pdl", config.use_pdl), *_KERNEL_OPTIONS.items())
     grid = (tiles, config.split_k if workspace else 1)
     if use_tma:
         gemm = KernelCall(
-            "fp8_scaled_mm_tma_kernel", grid,
+            "fp8_scaled_mm_swap_ab_kernel" if config.swap_ab else "fp8_scaled_mm_tma_kernel",
+            grid,
             (("a_desc", _desc("a", (config.block_m, config.block_k))),
              ("b_desc", _desc("b_nk", (config.block_n, config.block_k))), *tail, *strides),
             common, options)

@@ -13,6 +13,7 @@ pointer kernel otherwise, a choice that depends on K alone.
 
 import triton
 import triton.language as tl
+from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from det_suite.kernels.fp8_epilogue import finish_split_k_tile, store_scaled_tile
 from det_suite.kernels.tile_order import grouped_tile_coordinates
@@ -42,7 +43,14 @@ def fp8_scaled_mm_tma_kernel(
     FUSED_FIXUP: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    if USE_PDL:
+        # Launched early (programmatic dependent launch): wait until the previous grid's
+        # writes are visible before any load or store, then let the next PDL launch start
+        # queueing behind this one (it waits the same way, so it never sees partial output).
+        gdc_wait()
+        gdc_launch_dependents()
     pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N

@@ -15,7 +15,13 @@ from importlib import resources
 
 from det_suite.arch import DEFAULT_FAMILY, KNOWN_FAMILIES, validate_family
 
-SUPPORTED_STAGES = (2, 3, 4, 5, 6)
+SUPPORTED_STAGES = (2, 3, 4, 5, 6, 7, 8)
+# wgmma's row count: what a swapped (swap_ab) tile runs with when TMA is ruled out.
+SWAP_FALLBACK_BLOCK_M = 64
+# Families whose tables may use programmatic dependent launch / swapped operands (both need
+# SM90+ instructions; swapping exists for wgmma's 64-row minimum).
+PDL_FAMILIES = ("sm90", "sm100", "sm120")
+SWAP_AB_FAMILIES = ("sm90",)
 
 
 @dataclass(frozen=True)
@@ -32,6 +38,14 @@ class LaunchConfig:
     use_workspace: bool
     use_tma: bool = False  # loads only: TMA descriptors instead of pointer loads
     fused_fixup: bool = True  # workspace path: last split program sums, no second launch
+    # Programmatic dependent launch (SM90+): the GEMM may be launched while the previous
+    # kernel on the stream drains, and waits (griddepcontrol.wait) before touching memory.
+    # Moves the launch, never the arithmetic.
+    use_pdl: bool = False
+    # TMA tiles only (SM90): the weight on wgmma's 64-row side, block_m tokens on its narrow
+    # side (fp8_scaled_mm_swap_ab.py). Where the operands rule TMA out, the pointer kernel
+    # runs the tile unswapped with SWAP_FALLBACK_BLOCK_M rows instead.
+    swap_ab: bool = False
 
     def k_chunk(self, k: int) -> int:
         """Elements of K per split chunk: whole BLOCK_K tiles, so no tile straddles chunks."""
@@ -54,6 +68,8 @@ class MTile:
     use_workspace: bool = False
     use_tma: bool = False
     fused_fixup: bool = True
+    use_pdl: bool = False
+    swap_ab: bool = False
     # Overrides the entry's BLOCK_N for this row class. Only for families whose tiles of every
     # BLOCK_N share one MMA K step and input type (SM90 wgmma n64/n128/n256: design.md's
     # second probe found them bit-identical); the lint and the invariance suite re-prove it.
@@ -80,6 +96,7 @@ class TableEntry:
                     split_k=self.split_k, group_m=self.group_m,
                     use_workspace=tile.use_workspace and self.split_k > 1,
                     use_tma=tile.use_tma, fused_fixup=tile.fused_fixup,
+                    use_pdl=tile.use_pdl, swap_ab=tile.swap_ab,
                 )
         raise AssertionError("validated tables end with an unbounded m_tile")
 
@@ -135,6 +152,8 @@ def _parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEn
                               use_workspace=t.get("use_workspace", False),
                               use_tma=t.get("use_tma", False),
                               fused_fixup=t.get("fused_fixup", True),
+                              use_pdl=t.get("use_pdl", False),
+                              swap_ab=t.get("swap_ab", False),
                               block_n=t.get("block_n"))
                         for t in raw["m_tiles"])
         entry = TableEntry(n=n, k=k, block_n=raw["block_n"], block_k=raw["block_k"],
@@ -164,6 +183,8 @@ def _parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEn
             problems.append(f"block_m {t.block_m} must be a power of two >= 16")
         if t.num_stages not in SUPPORTED_STAGES:
             problems.append(f"num_stages {t.num_stages} not in {SUPPORTED_STAGES}")
+        if t.swap_ab and not t.use_tma:
+            problems.append("swap_ab tiles must set use_tma (the swapped kernel loads by TMA)")
         if not _power_of_two(t.num_warps):
             problems.append(f"num_warps {t.num_warps} must be a power of two")
     if problems:
@@ -178,6 +199,14 @@ def parse_policy(raw: dict, source: str) -> TilePolicy:
     for item in raw.get("entries", []):
         n, k = item["n"], item["k"]
         entries[(n, k)] = _parse_entry(item, f"{source}: entry {n}x{k}", n, k)
+    for entry in (default, *entries.values()):
+        for tile in entry.m_tiles:
+            if tile.use_pdl and family not in PDL_FAMILIES:
+                raise ValueError(f"{source}: entry {entry.key}: use_pdl needs SM90+ "
+                                 f"(families {', '.join(PDL_FAMILIES)}); family is {family}")
+            if tile.swap_ab and family not in SWAP_AB_FAMILIES:
+                raise ValueError(f"{source}: entry {entry.key}: swap_ab is for families "
+                                 f"{', '.join(SWAP_AB_FAMILIES)}; family is {family}")
     return TilePolicy(family=family, expected_mma=raw.get("expected_mma", ""),
                       default=default, entries=entries, source=source)
 

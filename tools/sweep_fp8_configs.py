@@ -54,6 +54,7 @@ def parse_args(argv):
     p.add_argument("--tma", type=ints, default=(0, 1))
     p.add_argument("--swap-block-ns", type=ints, default=(64, 128))
     p.add_argument("--swap-stages", type=ints, default=(4, 6, 8))
+    p.add_argument("--swap-warps", type=ints, default=(4,))
     p.add_argument("--shapes", nargs="*", default=None)
     return p.parse_args(argv)
 
@@ -65,8 +66,9 @@ def candidates(m, split, args):
         if m == 128:
             tiles += [(128, 64, 4, 4, False), (128, 128, 8, 4, False), (128, 256, 8, 4, False)]
         token_tile = max(16, 1 << (m - 1).bit_length())
-        tiles += [(bm, bn, 4, st, True) for bm in sorted({min(token_tile, 64), 64})
-                  for bn in args.swap_block_ns for st in args.swap_stages]
+        tiles += [(bm, bn, w, st, True) for bm in sorted({min(token_tile, 64), 64})
+                  for bn in args.swap_block_ns for st in args.swap_stages
+                  for w in args.swap_warps if bn >= 64 * (w // 4)]
     else:
         tiles = [(bm, bn, w, st, False) for bm, bn, w in ((64, 128, 4), (128, 128, 4),
                                                           (128, 128, 8), (128, 256, 8))

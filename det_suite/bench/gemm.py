@@ -276,7 +276,9 @@ def config_text(config: dict | None) -> str:
     workspace = config.get("use_workspace")
     return (text + (" ws" if workspace else "")
             + (" unfused" if workspace and not config.get("fused_fixup", True) else "")
-            + (" tma" if config.get("use_tma") else ""))
+            + (" tma" if config.get("use_tma") else "")
+            + (" swap" if config.get("swap_ab") else "")
+            + (" pdl" if config.get("use_pdl") else ""))
 
 
 def _fmt(value: float | None, digits: int = 1) -> str:

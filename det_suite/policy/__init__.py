@@ -185,6 +185,9 @@ def _parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEn
             problems.append(f"num_stages {t.num_stages} not in {SUPPORTED_STAGES}")
         if t.swap_ab and not t.use_tma:
             problems.append("swap_ab tiles must set use_tma (the swapped kernel loads by TMA)")
+        if t.swap_ab and (t.block_n or entry.block_n) < SWAP_FALLBACK_BLOCK_M:
+            problems.append(f"swap_ab tiles need block_n >= {SWAP_FALLBACK_BLOCK_M} (the "
+                            "weight rows fill the MMA's row side)")
         if not _power_of_two(t.num_warps):
             problems.append(f"num_warps {t.num_warps} must be a power of two")
     if problems:

@@ -247,3 +247,86 @@ def test_split_k_fixup_variants_bit_exact_with_single_pass(fixup, tma, device):
                           config=replace(base, use_workspace=True,
                                          fused_fixup=fixup == "fused"))
     assert torch.equal(single, split)
+
+
+@pytest.mark.parametrize("split_k,use_workspace,fused", [
+    (1, False, True), (2, False, True), (2, True, True), (2, True, False)],
+    ids=["unsplit", "split2-single-pass", "split2-fused-fixup", "split2-reduce-kernel"])
+@pytest.mark.parametrize("m", [1, 5, 17, 40])
+@pytest.mark.parametrize("n,k", [pytest.param(96, 80, id="n96-k80-tail"),
+                                 pytest.param(64, 512, id="n64-k512")])
+def test_swapped_operands_bit_exact_with_unswapped(n, k, m, split_k, use_workspace, fused,
+                                                    device):
+    """A swapped tile (weight on the MMA's row side, BLOCK_M tokens on its narrow side)
+    gives the unswapped tile's bits. On a GPU this is the claim about the MMA unit the
+    sm90 table relies on; under the interpreter it checks indexing, masks and transposes."""
+    x = make_activations(m, k, device=device)
+    layer = make_fp8_linear(n, k, bias_dtype=torch.bfloat16, device=device, calibration=x)
+    a = quantize_fp8(x, layer.input_scale)
+    base = replace(shipped_policy("sm90").select(200, n, k), block_k=64, block_n=64,
+                   split_k=split_k, use_workspace=use_workspace, fused_fixup=fused,
+                   use_tma=True)
+    unswapped = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
+                              layer.bias, config=replace(base, block_m=64))
+    swapped = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
+                            layer.bias, config=replace(base, block_m=16, swap_ab=True))
+    assert torch.equal(swapped, unswapped)
+
+
+def test_swapped_tile_on_unaligned_operands_runs_the_64_row_pointer_kernel(device):
+    """TMA needs 16-byte aligned rows; where an operand rules it out, a swapped tile runs
+    the pointer kernel with wgmma's 64 rows (never a 16-row mma.sync tile), same bits."""
+    from det_suite.ops import gemm_launch_spec
+
+    config = replace(shipped_policy("sm90").select(1, 4096, 4096), block_k=64, block_n=64)
+    assert config.swap_ab and config.block_m < 64
+    spec = gemm_launch_spec(config, 3, 64, 256, has_bias=False, use_tma=False)
+    kernel = spec.calls[0]
+    assert kernel.kernel == "fp8_scaled_mm_kernel"
+    assert dict(kernel.constexprs)["BLOCK_M"] == 64
+
+    x = make_activations(3, 256, device=device)
+    layer = make_fp8_linear(64, 256, device=device, calibration=x)
+    a = quantize_fp8(x, layer.input_scale)
+    backing = torch.empty(a.numel() + 1, dtype=a.dtype, device=device)
+    unaligned = backing[1:].view_as(a)  # base off the 16-byte grid: TMA impossible
+    unaligned.copy_(a)
+    outs = [fp8_scaled_mm(t, layer.weight, layer.input_scale, layer.weight_scale,
+                          config=config) for t in (a, unaligned)]
+    assert torch.equal(outs[0], outs[1])
+
+
+@pytest.mark.parametrize("use_pdl", [False, True], ids=["plain-launch", "pdl"])
+def test_pdl_flag_reaches_kernel_and_launch_option(use_pdl):
+    from det_suite.ops import gemm_launch_spec
+
+    config = replace(shipped_policy("sm90").select(1, 4096, 4096), use_pdl=use_pdl)
+    for use_tma in (False, True):
+        gemm = gemm_launch_spec(config, 1, 4096, 4096, has_bias=False, use_tma=use_tma).calls[0]
+        assert dict(gemm.constexprs)["USE_PDL"] is use_pdl
+        assert dict(gemm.options)["launch_pdl"] is use_pdl
+
+
+@pytest.mark.gpu
+@pytest.mark.sm90
+@pytest.mark.graph
+def test_gpu_pdl_launch_is_bit_exact_and_replays_in_a_graph():
+    """Programmatic dependent launch moves the launch, never the arithmetic: the same bits
+    eagerly and from a CUDA Graph of back-to-back calls (where launches overlap)."""
+    n, k = GPU_SHAPES["qwen3-8b-o"]
+    x = make_activations(8, k, device="cuda")
+    layer = make_fp8_linear(n, k, device="cuda", calibration=x)
+    a = quantize_fp8(x, layer.input_scale)
+    config = shipped_policy("sm90").select(8, n, k)
+    plain = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale, config=config)
+    pdl_config = replace(config, use_pdl=True)
+    eager = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
+                          config=pdl_config)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        outs = [fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
+                              config=pdl_config) for _ in range(4)]
+    graph.replay()
+    torch.cuda.synchronize()
+    assert torch.equal(eager, plain)
+    assert all(torch.equal(out, plain) for out in outs)

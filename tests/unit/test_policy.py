@@ -32,10 +32,13 @@ def test_seed_table_picks_block_m_by_m(m, block_m):
 
 
 def test_sm90_table_never_selects_mma_sync_tiles():
-    """BLOCK_M 16/32 compile to mma.sync k16 on Hopper; 64/128 to wgmma (design.md)."""
+    """BLOCK_M 16/32 on the activation side compile to mma.sync k16 on Hopper, 64/128 to
+    wgmma (design.md); a swapped tile puts >= 64 weight rows on that side instead."""
     policy = shipped_policy("sm90")
     for entry in policy.all_entries():
-        assert all(t.block_m >= 64 for t in entry.m_tiles), entry.key
+        for tile in entry.m_tiles:
+            mma_rows = (tile.block_n or entry.block_n) if tile.swap_ab else tile.block_m
+            assert mma_rows >= 64, (entry.key, tile)
 
 
 @pytest.mark.parametrize("family", ["sm100", "default"])
@@ -97,8 +100,13 @@ def _table(**default_overrides):
      "num_stages 9 not in"),
     (dict(m_tiles=[{"max_m": None, "block_m": 64}]), "malformed tile entry"),
     (dict(split_k=0), "split_k must be >= 1"),
+    (dict(m_tiles=[{"max_m": None, "block_m": 16, "num_warps": 4, "num_stages": 3,
+                    "swap_ab": True}]), "swap_ab tiles must set use_tma"),
+    (dict(m_tiles=[{"max_m": None, "block_m": 16, "num_warps": 4, "num_stages": 3,
+                    "swap_ab": True, "use_tma": True, "block_n": 32}]),
+     "swap_ab tiles need block_n >= 64"),
 ], ids=["block-k-not-pow2", "block-k-too-small", "no-unbounded-tile", "block-m-not-pow2",
-        "bad-stages", "missing-fields", "zero-split"])
+        "bad-stages", "missing-fields", "zero-split", "swap-without-tma", "swap-narrow-n"])
 def test_malformed_table_is_rejected_with_location(overrides, match):
     with pytest.raises(ValueError, match=match) as info:
         parse_policy(_table(**overrides), "candidate.json")
@@ -127,3 +135,24 @@ def test_policy_file_round_trip(tmp_path):
     policy = load_policy_file(path)
     assert policy.select(1, 4096, 12288).split_k == 4
     assert policy.select(1, 4096, 4096).split_k == 1
+
+
+@pytest.mark.parametrize("family,flag,match", [
+    ("sm89", "use_pdl", "use_pdl needs SM90"),
+    ("sm120", "swap_ab", "swap_ab is for families sm90"),
+    ("sm100", "swap_ab", "swap_ab is for families sm90"),
+], ids=["pdl-on-ada", "swap-on-sm120", "swap-on-sm100"])
+def test_launch_features_are_limited_to_families_that_have_them(family, flag, match):
+    raw = _table(m_tiles=[{"max_m": None, "block_m": 64, "num_warps": 4, "num_stages": 3,
+                           "use_tma": True, flag: True}])
+    raw["family"] = family
+    with pytest.raises(ValueError, match=match):
+        parse_policy(raw, "candidate.json")
+
+
+@pytest.mark.parametrize("flag", ["use_pdl", "swap_ab"])
+def test_launch_features_parse_on_sm90(flag):
+    raw = _table(m_tiles=[{"max_m": None, "block_m": 64, "num_warps": 4, "num_stages": 8,
+                           "use_tma": True, flag: True}])
+    raw["family"] = "sm90"
+    assert getattr(parse_policy(raw, "candidate.json").select(1, 64, 128), flag) is True

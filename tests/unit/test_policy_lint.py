@@ -115,7 +115,9 @@ def test_every_tile_and_pipeline_depth_is_compiled(shipped, family):
 def _selected_kernels(config):
     """(kernel, fix-up) a tile launches on TMA-compatible operands (K % 16 == 0)."""
     fixup = ("fused" if config.fused_fixup else "reduce") if config.use_workspace else ""
-    gemm = "fp8_scaled_mm_tma_kernel" if config.use_tma else "fp8_scaled_mm_kernel"
+    gemm = "fp8_scaled_mm_kernel"
+    if config.use_tma:
+        gemm = "fp8_scaled_mm_swap_ab_kernel" if config.swap_ab else "fp8_scaled_mm_tma_kernel"
     kernels = {(gemm, fixup)}
     if fixup == "reduce":
         kernels.add(("fp8_splitk_reduce_kernel", fixup))
@@ -123,10 +125,11 @@ def _selected_kernels(config):
 
 
 def test_shipped_sm90_table_exercises_every_launch_kind(shipped):
-    """The tuned SM90 table uses TMA, the fused fix-up and the separate reduce, so the
-    shipped lint compiles every GEMM kernel and launch shape there is."""
+    """The tuned SM90 table uses TMA, swapped operands, the fused fix-up and the separate
+    reduce, so the shipped lint compiles every GEMM kernel and launch shape there is."""
     variants = [v for e in _table(shipped, "sm90", "sm_90").entries for v in e.variants]
     assert {(v.kernel, v.fixup) for v in variants} >= {
+        ("fp8_scaled_mm_swap_ab_kernel", "fused"), ("fp8_scaled_mm_swap_ab_kernel", ""),
         ("fp8_scaled_mm_tma_kernel", "fused"), ("fp8_scaled_mm_tma_kernel", "reduce"),
         ("fp8_scaled_mm_kernel", "fused"), ("fp8_splitk_reduce_kernel", "reduce"),
         ("fp8_scaled_mm_tma_kernel", ""), ("fp8_scaled_mm_kernel", "")}
@@ -539,7 +542,9 @@ def test_instruction_table_is_plain_json_data():
 
 def test_markdown_lists_each_tile(shipped):
     text = shipped.to_markdown()
-    assert "| sm_90 | sm90 | primary | default | >=4097 | 128 | 128 | 4 |" in text
+    last = shipped_policy("sm90").default.select(1 << 20)
+    assert (f"| sm_90 | sm90 | primary | default | >=4097 | {last.block_m} | {last.block_n} | "
+            f"{last.num_warps} |") in text
 
 
 def test_cli_fails_on_seed_table_on_sm90(seed_on_sm90, tmp_path, capsys):
@@ -562,7 +567,7 @@ def test_cli_passes_on_a_shipped_family(shipped, capsys):
 
 
 @pytest.mark.parametrize("argv", [
-    ["--arch", "hopper"], ["--family", "sm75"], ["--stages", "7"], ["--table", "/nonexistent.json"],
+    ["--arch", "hopper"], ["--family", "sm75"], ["--stages", "9"], ["--table", "/nonexistent.json"],
 ], ids=["bad-arch", "unknown-family", "bad-stages", "missing-table"])
 def test_cli_usage_errors_exit_2(argv, capsys):
     assert cli_main(["lint-policy", *argv]) == 2

@@ -28,7 +28,7 @@ from dataclasses import replace
 import torch
 
 from det_suite.bench.gemm import weight_floor_us
-from det_suite.bench.timing import copy_bandwidth, graph_median_us
+from det_suite.bench.timing import copy_bandwidth, graph_median_us, launch_floor_us
 from det_suite.ops import launch_fp8_gemm
 from det_suite.policy import LaunchConfig
 from det_suite.tune import precompile_launches
@@ -55,6 +55,9 @@ def parse_args(argv):
     p.add_argument("--swap-block-ns", type=ints, default=(64, 128))
     p.add_argument("--swap-stages", type=ints, default=(4, 6, 8))
     p.add_argument("--swap-warps", type=ints, default=(4,))
+    p.add_argument("--swap-block-ks", type=ints, default=(128,),
+                   help="BLOCK_K of swapped tiles (the bit check against the unswapped "
+                        "BLOCK_K 128 tile says whether it changes the arithmetic)")
     p.add_argument("--shapes", nargs="*", default=None)
     return p.parse_args(argv)
 
@@ -62,18 +65,20 @@ def parse_args(argv):
 def candidates(m, split, args):
     """(bm, bn, warps, stages, swap) tiles; each with TMA choices and split-K launch shapes."""
     if m <= 128:
-        tiles = [(64, bn, 4, st, False) for bn in args.block_ns for st in args.stages]
+        tiles = [(64, bn, 4, st, None) for bn in args.block_ns for st in args.stages]
         if m == 128:
-            tiles += [(128, 64, 4, 4, False), (128, 128, 8, 4, False), (128, 256, 8, 4, False)]
+            tiles += [(128, 64, 4, 4, None), (128, 128, 8, 4, None), (128, 256, 8, 4, None)]
         token_tile = max(16, 1 << (m - 1).bit_length())
-        tiles += [(bm, bn, w, st, True) for bm in sorted({min(token_tile, 64), 64})
+        tiles += [(bm, bn, w, st, bk) for bm in sorted({min(token_tile, 64), 64})
                   for bn in args.swap_block_ns for st in args.swap_stages
-                  for w in args.swap_warps if bn >= 64 * (w // 4)]
+                  for w in args.swap_warps if bn >= 64 * (w // 4) for bk in args.swap_block_ks]
     else:
-        tiles = [(bm, bn, w, st, False) for bm, bn, w in ((64, 128, 4), (128, 128, 4),
-                                                          (128, 128, 8), (128, 256, 8))
+        tiles = [(bm, bn, w, st, None) for bm, bn, w in ((64, 128, 4), (128, 128, 4),
+                                                         (128, 128, 8), (128, 256, 8))
                  for st in (3, 4)]
-    for (bm, bn, warps, stages, swap), tma in itertools.product(tiles, args.tma):
+    # The fifth field: None for an unswapped tile, else the swapped tile's BLOCK_K.
+    for (bm, bn, warps, stages, swap_bk), tma in itertools.product(tiles, args.tma):
+        swap = swap_bk is not None
         if swap and not tma:
             continue
         # Small M with split-K: the workspace path (more CTAs); the in-register chunk loop
@@ -83,13 +88,13 @@ def candidates(m, split, args):
             deepest = max(args.swap_stages if swap else args.stages)
             workspaces = (True, False) if stages == deepest and tma else (True,)
         for ws in workspaces:
-            yield LaunchConfig(block_m=bm, block_n=bn, block_k=128, num_warps=warps,
+            yield LaunchConfig(block_m=bm, block_n=bn, block_k=swap_bk or 128, num_warps=warps,
                                num_stages=stages, split_k=split, group_m=8, use_workspace=ws,
                                use_tma=bool(tma), fused_fixup=True, swap_ab=swap)
 
 
 def tag(c):
-    return (f"bm{c.block_m} bn{c.block_n} w{c.num_warps} st{c.num_stages} tma{int(c.use_tma)} "
+    return (f"bm{c.block_m} bn{c.block_n} bk{c.block_k} w{c.num_warps} st{c.num_stages} tma{int(c.use_tma)} "
             f"ws{int(c.use_workspace)} pdl{int(c.use_pdl)} swap{int(c.swap_ab)}")
 
 
@@ -99,8 +104,9 @@ def main(argv):
     dev = torch.device("cuda")
     l2 = torch.cuda.get_device_properties(0).L2_cache_size
     bw = copy_bandwidth()
-    print(f"copy bandwidth {bw / 1e12:.2f} TB/s; L2 {l2 / 2**20:.0f} MiB; mode {args.mode}",
-          flush=True)
+    noop_us = launch_floor_us(lambda fn: graph_median_us(fn, calls_per_graph=CALLS_PER_GRAPH))
+    print(f"copy bandwidth {bw / 1e12:.2f} TB/s; L2 {l2 / 2**20:.0f} MiB; mode {args.mode}; "
+          f"an empty kernel takes {noop_us:.2f} us per call in the graph", flush=True)
     x_scale = torch.tensor([0.02], device=dev)
     w_scale = torch.tensor([0.01], device=dev)
     out_file = open(args.out, "w")

@@ -39,6 +39,8 @@ REFERENCE_VENDOR = "torch_scaled_mm"
 DEFAULT_MS = (1, 8, 32, 128, 512, 2048, 8192)
 DEFAULT_MODES = ("warm", "flush")
 FLOOR_MAX_M = 128
+# The weight-bytes floor criterion (issue #4) is judged on decode-sized calls only.
+FLOOR_GATE_MAX_M = 16
 SCHEMA = "det_suite.bench.gemm/1"
 # Accuracy sanity, as tests/unit/test_fp8_linear.py justifies from the H200 run: BF16
 # output rounding is 2**-8 relative, and Hopper's FP8 wgmma accumulates with fewer mantissa
@@ -247,14 +249,22 @@ class ModeSummary:
     worst_ratio: float | None
     worst_shape: str | None
     worst_m: int | None
+    # Largest det time / weight-bytes floor among cells with M <= FLOOR_GATE_MAX_M.
+    worst_floor_ratio: float | None = None
+    worst_floor_shape: str | None = None
+    worst_floor_m: int | None = None
 
     def line(self) -> str:
         failed = f"; {self.failed_cells} cell(s) FAILED" if self.failed_cells else ""
         if self.geomean_ratio is None:
             return f"[{self.mode}] no timed cells{failed}"
+        floor = ""
+        if self.worst_floor_ratio is not None:
+            floor = (f"; M <= {FLOOR_GATE_MAX_M} worst {self.worst_floor_ratio:.2f}x the "
+                     f"weight-bytes floor at {self.worst_floor_shape} M={self.worst_floor_m}")
         return (f"[{self.mode}] geometric mean det/torch {self.geomean_ratio:.3f} over "
                 f"{self.timed_cells} cells; worst {self.worst_ratio:.3f} at {self.worst_shape} "
-                f"M={self.worst_m}{failed}")
+                f"M={self.worst_m}{floor}{failed}")
 
 
 def summarize(mode: str, cells: Sequence[CellResult]) -> ModeSummary:
@@ -263,9 +273,14 @@ def summarize(mode: str, cells: Sequence[CellResult]) -> ModeSummary:
     if not timed:
         return ModeSummary(mode, len(cells), 0, failed, None, None, None, None)
     worst = max(timed, key=lambda c: c.ratio)
+    floored = [c for c in timed if c.m <= FLOOR_GATE_MAX_M and c.floor_ratio is not None]
+    worst_floor = max(floored, key=lambda c: c.floor_ratio) if floored else None
     return ModeSummary(mode, len(cells), len(timed), failed,
                        geometric_mean(c.ratio for c in timed), worst.ratio, worst.shape.name,
-                       worst.m)
+                       worst.m,
+                       worst_floor.floor_ratio if worst_floor else None,
+                       worst_floor.shape.name if worst_floor else None,
+                       worst_floor.m if worst_floor else None)
 
 
 def config_text(config: dict | None) -> str:
@@ -343,7 +358,11 @@ def format_markdown(run: "BenchRun") -> str:
                 c = by_key.get((shape, m))
                 cells_row.append("WRONG" if c and c.errors else _fmt(c.ratio if c else None, 2))
             lines.append(f"| {shape.name} {shape.dims} | " + " | ".join(cells_row) + " |")
-        lines += ["", summarize(mode, cells).line(), "", "<details><summary>cells</summary>",
+        lines += ["", summarize(mode, cells).line()]
+        if mode in run.launch_floor_us:
+            lines += ["", f"An empty kernel takes {run.launch_floor_us[mode]:.2f} us per call "
+                          "in this mode (launch and timing overhead every cell includes)."]
+        lines += ["", "<details><summary>cells</summary>",
                   "", "| shape | M | det us | torch us | ratio | floor x | config |",
                   "| --- | --- | --- | --- | --- | --- | --- |"]
         for c in cells:
@@ -451,6 +470,7 @@ class BenchRun:
     settings: dict
     cells: dict[str, list[CellResult]] = field(default_factory=dict)
     environment: dict | None = None
+    launch_floor_us: dict[str, float] = field(default_factory=dict)  # per mode, no-op kernel
 
     @property
     def failed(self) -> bool:
@@ -469,6 +489,7 @@ class BenchRun:
             "policy": {"source": self.policy_source, "family": self.policy_family},
             "vendors": self.vendors,
             "hbm_copy_bandwidth_bytes_per_s": self.copy_bandwidth,
+            "launch_floor_us": dict(self.launch_floor_us),
             "ok": not self.failed,
             "modes": {mode: {"description": MODE_DESCRIPTIONS.get(mode, mode),
                              "summary": asdict(self.summaries()[mode]),
@@ -478,12 +499,17 @@ class BenchRun:
 
 
 def gate_failures(summaries: dict[str, ModeSummary], *, max_geomean: float | None,
-                  max_cell: float | None) -> list[str]:
+                  max_cell: float | None, max_floor_ratio: float | None = None) -> list[str]:
     """Speed gate (opt-in): which thresholds a mode's summary exceeds."""
     failures = []
     for mode, s in summaries.items():
         if s.geomean_ratio is None:
             continue
+        if max_floor_ratio is not None and s.worst_floor_ratio is not None \
+                and s.worst_floor_ratio > max_floor_ratio:
+            failures.append(f"[{mode}] {s.worst_floor_shape} M={s.worst_floor_m} takes "
+                            f"{s.worst_floor_ratio:.2f}x the weight-bytes floor > "
+                            f"{max_floor_ratio:g}")
         if max_geomean is not None and s.geomean_ratio > max_geomean:
             failures.append(f"[{mode}] geometric mean {s.geomean_ratio:.3f} > {max_geomean:g}")
         if max_cell is not None and s.worst_ratio > max_cell:
@@ -506,7 +532,8 @@ def run_gemm_bench(shapes: Sequence[GemmShape], ms: Sequence[int],
     import torch
 
     from det_suite.arch import device_family
-    from det_suite.bench.timing import copy_bandwidth, make_timer, require_gpu
+    from det_suite.bench.timing import (copy_bandwidth, launch_floor_us, make_timer,
+                                        require_gpu)
     from det_suite.ops import fp8_scaled_mm, launch_fp8_gemm
     from det_suite.policy import shipped_policy
     from det_suite.vendors import available_vendor_gemms
@@ -540,6 +567,9 @@ def run_gemm_bench(shapes: Sequence[GemmShape], ms: Sequence[int],
                              "floor_max_m": floor_max_m, "out_dtype": "bfloat16",
                              "bias": False},
                    cells={mode: [] for mode in modes})
+    for mode, timer in timers.items():
+        run.launch_floor_us[mode] = launch_floor_us(timer)
+        progress(f"[{mode}] an empty kernel takes {run.launch_floor_us[mode]:.2f} us per call")
     out_dtype = torch.bfloat16
     gen = torch.Generator(device=device)
     for shape in shapes:

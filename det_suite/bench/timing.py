@@ -246,6 +246,15 @@ def make_timer(mode: str, *, warmup_ms: float = 25.0,
     raise ValueError(f"timing mode {mode!r} is not one of {', '.join(MODES)}")
 
 
+def launch_floor_us(timer: Callable[[Callable[[], Any]], float]) -> float:
+    """Time per call of an empty one-program kernel under `timer` (a `make_timer` mode):
+    launch and timing overhead, the part of every GEMM's time no kernel can remove."""
+    from det_suite.bench.noop_kernel import noop_kernel
+
+    require_gpu("launch floor probe")
+    return timer(lambda: noop_kernel[(1,)]())
+
+
 # ------------------------------------------------------------------ bandwidth probe
 
 def copy_bandwidth(nbytes: int = 1 << 30, *, rep_ms: float = 100.0) -> float:

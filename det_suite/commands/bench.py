@@ -15,7 +15,8 @@ EXIT_OK, EXIT_ERROR, EXIT_NO_GPU, EXIT_GATE = 0, 1, 2, 3
 
 
 def register(subparsers) -> None:
-    from det_suite.bench.gemm import DEFAULT_MODES, DEFAULT_MS, FLOOR_MAX_M, SHAPE_PRESETS
+    from det_suite.bench.gemm import (DEFAULT_MODES, DEFAULT_MS, FLOOR_GATE_MAX_M, FLOOR_MAX_M,
+                                      SHAPE_PRESETS)
     from det_suite.bench import MODES
 
     bench = subparsers.add_parser(
@@ -58,12 +59,17 @@ def register(subparsers) -> None:
                       help="gate: fail (exit 3) if a mode's geometric-mean ratio exceeds X")
     gemm.add_argument("--max-cell", type=float, metavar="Y",
                       help="gate: fail (exit 3) if any cell's ratio exceeds Y")
+    gemm.add_argument("--max-floor-ratio", type=float, metavar="Z",
+                      help=f"gate: fail (exit 3) if a cell with M <= {FLOOR_GATE_MAX_M} takes "
+                           "more than Z times the weight-bytes floor (weight bytes / measured "
+                           "copy bandwidth)")
     gemm.set_defaults(handler=run_gemm)
 
 
 _CONFIG_DEFAULTS = {"num_warps": 4, "num_stages": 3, "split_k": 1, "group_m": 8,
-                    "use_workspace": False, "use_tma": False, "fused_fixup": True}
-_CONFIG_FLAGS = ("use_workspace", "use_tma", "fused_fixup")
+                    "use_workspace": False, "use_tma": False, "fused_fixup": True,
+                    "use_pdl": False, "swap_ab": False}
+_CONFIG_FLAGS = ("use_workspace", "use_tma", "fused_fixup", "use_pdl", "swap_ab")
 _CONFIG_REQUIRED = ("block_m", "block_n", "block_k")
 
 
@@ -106,8 +112,8 @@ def config_policy(fields: dict, family: str):
 
 
 def run_gemm(args) -> int:
-    from det_suite.bench.gemm import (DEFAULT_MODES, format_markdown, format_mode_table,
-                                      gate_failures, parse_ms, parse_shapes)
+    from det_suite.bench.gemm import (DEFAULT_MODES, FLOOR_GATE_MAX_M, format_markdown,
+                                      format_mode_table, gate_failures, parse_ms, parse_shapes)
     from det_suite.bench.timing import gpu_problem
 
     try:
@@ -161,10 +167,11 @@ def run_gemm(args) -> int:
         print(format_mode_table(mode, run.cells[mode], vendor_names))
         print()
     failures = gate_failures(run.summaries(), max_geomean=args.max_geomean,
-                             max_cell=args.max_cell)
+                             max_cell=args.max_cell, max_floor_ratio=args.max_floor_ratio)
     payload = run.to_json()
     payload["gate"] = {"max_geomean": args.max_geomean, "max_cell": args.max_cell,
-                       "failures": failures}
+                       "max_floor_ratio": args.max_floor_ratio,
+                       "floor_gate_max_m": FLOOR_GATE_MAX_M, "failures": failures}
     if args.json:
         write_json_atomic(args.json, payload)
         print(f"wrote {args.json}", file=sys.stderr)

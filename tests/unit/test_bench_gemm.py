@@ -216,6 +216,20 @@ def test_summary_geomean_and_worst_cell():
     assert (s.worst_ratio, s.worst_m, s.worst_shape) == (2.0, 1, "small")
 
 
+def test_summary_reports_the_worst_small_m_floor_ratio():
+    """The floor criterion covers M <= FLOOR_GATE_MAX_M only; larger M are compute-bound."""
+    cells = [_cell(m=1, det=10, torch_us=5, floor=4.0), _cell(m=16, det=6, torch_us=5, floor=2.0),
+             _cell(m=128, det=40, torch_us=40, floor=4.0)]
+    s = summarize("graph", cells)
+    assert (s.worst_floor_ratio, s.worst_floor_m) == (3.0, 16)
+    assert "3.00x the weight-bytes floor" in s.line()
+
+
+def test_summary_without_floor_cells_reports_no_floor():
+    s = summarize("graph", [_cell(m=512, det=10, torch_us=10)])
+    assert s.worst_floor_ratio is None and "floor" not in s.line()
+
+
 def test_summary_leaves_failed_cells_out_and_counts_them():
     cells = [_cell(m=1, det=6, torch_us=5), _cell(m=8, det=None, errors=["wrong result"])]
     s = summarize("warm", cells)
@@ -271,6 +285,24 @@ def test_speed_gate(max_geomean, max_cell, failures):
     assert len(gate_failures(summaries, max_geomean=max_geomean, max_cell=max_cell)) == failures
 
 
+@pytest.mark.parametrize("max_floor_ratio,failures", [(None, 0), (2.0, 0), (1.3, 1)],
+                         ids=["no-gate", "within", "above"])
+def test_floor_gate(max_floor_ratio, failures):
+    summaries = {"graph": summarize("graph", [_cell(m=1, det=8, torch_us=8, floor=5.0),
+                                              _cell(m=8, det=6, torch_us=6, floor=5.0)])}
+    found = gate_failures(summaries, max_geomean=None, max_cell=None,
+                          max_floor_ratio=max_floor_ratio)
+    assert len(found) == failures
+    assert all("small M=1 takes 1.60x the weight-bytes floor" in f for f in found)
+
+
+def test_markdown_states_the_launch_floor_of_each_mode():
+    run = _run([_cell(m=1, det=10, torch_us=5)])
+    run.launch_floor_us = {"warm": 2.25}
+    assert "An empty kernel takes 2.25 us per call" in format_markdown(run)
+    assert run.to_json()["launch_floor_us"] == {"warm": 2.25}
+
+
 # ------------------------------------------------------------------ CLI
 
 @pytest.fixture
@@ -312,14 +344,21 @@ def test_bench_gemm_rejects_an_unknown_mode():
 @pytest.mark.parametrize("spec,expected", [
     ("block_m=64,block_n=128,block_k=128",
      dict(block_m=64, block_n=128, block_k=128, num_warps=4, num_stages=3, split_k=1,
-          group_m=8, use_workspace=False, use_tma=False, fused_fixup=True)),
+          group_m=8, use_workspace=False, use_tma=False, fused_fixup=True, use_pdl=False,
+          swap_ab=False)),
     ('{"block_m": 64, "block_n": 64, "block_k": 128, "split_k": 2, "use_workspace": true}',
      dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=2,
-          group_m=8, use_workspace=True, use_tma=False, fused_fixup=True)),
+          group_m=8, use_workspace=True, use_tma=False, fused_fixup=True, use_pdl=False,
+          swap_ab=False)),
     ("block_m=64,block_n=64,block_k=128,split_k=2,use_workspace=1,fused_fixup=0,use_tma=1",
      dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=2,
-          group_m=8, use_workspace=True, use_tma=True, fused_fixup=False)),
-], ids=["key-value", "json", "flags"])
+          group_m=8, use_workspace=True, use_tma=True, fused_fixup=False, use_pdl=False,
+          swap_ab=False)),
+    ("block_m=16,block_n=64,block_k=128,use_tma=1,swap_ab=1,use_pdl=1",
+     dict(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=1,
+          group_m=8, use_workspace=False, use_tma=True, fused_fixup=True, use_pdl=True,
+          swap_ab=True)),
+], ids=["key-value", "json", "flags", "swap-pdl"])
 def test_parse_config_spec(spec, expected):
     assert parse_config_spec(spec) == expected
 
@@ -369,6 +408,7 @@ def test_gpu_bench_cli_writes_json_and_markdown(tmp_path):
     payload = json.loads(out_json.read_text())
     assert payload["ok"] and payload["environment"]["gpu"]["capability"]
     assert payload["hbm_copy_bandwidth_bytes_per_s"] > 1e11
+    assert payload["launch_floor_us"]["graph"] > 0
     assert "| shape (N x K) |" in out_md.read_text()
 
 

@@ -43,7 +43,7 @@ def call(x, layer, **overrides):
     (dict(bias=torch.zeros(1, N, dtype=torch.bfloat16)), ValueError, r"bias must have shape \(64,\)"),
     (dict(bias=torch.zeros(N, dtype=torch.int32)), TypeError, "bias must have dtype"),
     (dict(weight_layout="row"), ValueError, "weight_layout must be"),
-    (dict(num_stages=7), ValueError, "num_stages=7 is not supported"),
+    (dict(num_stages=9), ValueError, "num_stages=9 is not supported"),
     (dict(weight_scale=1.0), TypeError, "weight_scale must be a torch.Tensor"),
 ], ids=["weight-not-fp8", "weight-k-mismatch", "weight-3d", "multi-element-weight-scale",
         "3d-input-scale", "float64-scale", "nan-input-scale", "inf-weight-scale",

@@ -297,7 +297,8 @@ def test_stress_operands_cancel_exactly_and_have_no_zeros():
 
 def test_precompile_compiles_every_gemm_kernel_and_launches_none(monkeypatch):
     """launch_fp8_gemm's real argument lists reach `warmup` (compile only), for the pointer,
-    TMA and split-K reduction kernels alike, and the kernels are restored afterwards."""
+    TMA, swapped-operand and split-K reduction kernels alike, and the kernels are restored
+    afterwards."""
     import det_suite.ops as ops
     from det_suite.tune import _launch_call, precompile_launches
 
@@ -322,7 +323,8 @@ def test_precompile_compiles_every_gemm_kernel_and_launches_none(monkeypatch):
     out = torch.empty((16, N), dtype=torch.bfloat16)
     one = torch.ones(1)
     base = LaunchConfig(16, 64, 128, 4, 3, 2, 8, True, use_tma=False, fused_fixup=False)
-    configs = [base, replace(base, use_tma=True, fused_fixup=True, num_stages=4)]
+    configs = [base, replace(base, use_tma=True, fused_fixup=True, num_stages=4),
+               replace(base, block_n=64, use_tma=True, swap_ab=True)]
     assert precompile_launches([_launch_call(a, w.t(), one, one, out, c) for c in configs],
                                workers=2, log=pytest.fail)
     assert {name for name, _, _ in seen} == set(names), seen

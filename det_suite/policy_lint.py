@@ -415,6 +415,18 @@ def _backend_class(capability: int):
     return type(make_backend(GPUTarget("cuda", capability, 32)))
 
 
+@lru_cache(maxsize=None)
+def _kernel_object(module: str, attr: str):
+    """The JIT function, for its specialisation flags; None where it cannot be imported
+    here (the compile worker then reports the import error itself)."""
+    import importlib
+
+    try:
+        return getattr(importlib.import_module(module), attr, None)
+    except ImportError:
+        return None
+
+
 def specialize(launch: KernelLaunch, module: str, attr: str, capability: int) -> CompileJob:
     """Turn a launch into a compile job, specialising runtime arguments exactly as the
     Triton runtime does at launch (its native specialiser, the target's backend)."""
@@ -428,8 +440,14 @@ def specialize(launch: KernelLaunch, module: str, attr: str, capability: int) ->
     signature: dict[str, str] = {}
     constexprs: dict[str, Any] = {}
     divisible: list[str] = []
+    # Parameters the kernel declares do_not_specialize(_on_alignment) are never specialised
+    # by the runtime (e.g. M of the swapped kernel: M == 1 runs the general code).
+    params = {p.name: p for p in getattr(_kernel_object(module, attr), "params", ())}
     for name, value in launch.args.items():
-        kind, spec = native_specialize_impl(backend, value, False, True, True)
+        param = params.get(name)
+        kind, spec = native_specialize_impl(
+            backend, value, False, not getattr(param, "do_not_specialize", False),
+            not getattr(param, "do_not_specialize_on_alignment", False))
         if kind == "constexpr":
             signature[name] = "constexpr"
             constexprs[name] = spec

@@ -39,7 +39,9 @@ def _sum_k_chunk_swapped(a_desc, b_desc, off_m, off_n, k_begin, K, K_CHUNK,
     return tl.trans(acc_t)
 
 
-@triton.jit
+# M is never specialised: Triton would compile M == 1 (every single-token decode step) as a
+# separate constant-M kernel, which measured slower on the H200 than the general code.
+@triton.jit(do_not_specialize=["M"])
 def fp8_scaled_mm_swap_ab_kernel(
     a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
     M, N, K, K_CHUNK,

@@ -52,9 +52,11 @@ class LaunchConfig:
         tiles = -(-k // self.block_k)
         return -(-tiles // self.split_k) * self.block_k
 
-    def reduction_schedule(self) -> tuple[int, int]:
-        """The part of the config that fixes the arithmetic (with the MMA family)."""
-        return (self.block_k, self.split_k)
+    def reduction_schedule(self, k: int) -> tuple[int, int, int]:
+        """What fixes the arithmetic for a K (with the MMA family): the chunk length, the
+        number of chunks, and the K the MMA steps run to (K padded to whole BLOCK_K tiles;
+        a padded step adds zero products, which the accumulator may still round)."""
+        return (self.k_chunk(k), self.split_k, -(-k // self.block_k) * self.block_k)
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,11 @@ class MTile:
     fused_fixup: bool = True
     use_pdl: bool = False
     swap_ab: bool = False
+    # Overrides the entry's BLOCK_K for this row class (SM90 named entries only): the MMA
+    # still steps through K in k32 steps in the same order, so only the number of steps per
+    # loop iteration changes. Allowed where K is a multiple of both BLOCK_Ks and the chunks
+    # stay the same, so the steps, chunks and padding are identical (checked at load).
+    block_k: int | None = None
     # Overrides the entry's BLOCK_N for this row class. Only for families whose tiles of every
     # BLOCK_N share one MMA K step and input type (SM90 wgmma n64/n128/n256: design.md's
     # second probe found them bit-identical); the lint and the invariance suite re-prove it.
@@ -91,7 +98,7 @@ class TableEntry:
             if tile.max_m is None or m <= tile.max_m:
                 return LaunchConfig(
                     block_m=tile.block_m, block_n=tile.block_n or self.block_n,
-                    block_k=self.block_k,
+                    block_k=tile.block_k or self.block_k,
                     num_warps=tile.num_warps, num_stages=tile.num_stages,
                     split_k=self.split_k, group_m=self.group_m,
                     use_workspace=tile.use_workspace and self.split_k > 1,
@@ -154,7 +161,7 @@ def _parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEn
                               fused_fixup=t.get("fused_fixup", True),
                               use_pdl=t.get("use_pdl", False),
                               swap_ab=t.get("swap_ab", False),
-                              block_n=t.get("block_n"))
+                              block_n=t.get("block_n"), block_k=t.get("block_k"))
                         for t in raw["m_tiles"])
         entry = TableEntry(n=n, k=k, block_n=raw["block_n"], block_k=raw["block_k"],
                            split_k=raw.get("split_k", 1), group_m=raw.get("group_m", 8),
@@ -183,6 +190,19 @@ def _parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEn
             problems.append(f"block_m {t.block_m} must be a power of two >= 16")
         if t.num_stages not in SUPPORTED_STAGES:
             problems.append(f"num_stages {t.num_stages} not in {SUPPORTED_STAGES}")
+        if t.block_k is not None:
+            base = LaunchConfig(block_m=t.block_m, block_n=entry.block_n, block_k=entry.block_k,
+                                num_warps=t.num_warps, num_stages=t.num_stages,
+                                split_k=entry.split_k, group_m=entry.group_m,
+                                use_workspace=False)
+            if not _power_of_two(t.block_k) or t.block_k < 32:
+                problems.append(f"m_tile block_k {t.block_k} must be a power of two >= 32")
+            elif k is None or k % t.block_k or k % entry.block_k \
+                    or base.reduction_schedule(k) != replace(base, block_k=t.block_k) \
+                    .reduction_schedule(k):
+                problems.append(f"m_tile block_k {t.block_k} needs an (N, K) entry whose K "
+                                f"is a multiple of both BLOCK_Ks and splits into the same "
+                                f"{entry.split_k} chunk(s)")
         if t.swap_ab and not t.use_tma:
             problems.append("swap_ab tiles must set use_tma (the swapped kernel loads by TMA)")
         if t.swap_ab and (t.block_n or entry.block_n) < SWAP_FALLBACK_BLOCK_M:
@@ -207,6 +227,10 @@ def parse_policy(raw: dict, source: str) -> TilePolicy:
             if tile.use_pdl and family not in PDL_FAMILIES:
                 raise ValueError(f"{source}: entry {entry.key}: use_pdl needs SM90+ "
                                  f"(families {', '.join(PDL_FAMILIES)}); family is {family}")
+            if tile.block_k is not None and family not in SWAP_AB_FAMILIES:
+                raise ValueError(f"{source}: entry {entry.key}: m_tile block_k overrides are "
+                                 f"for families {', '.join(SWAP_AB_FAMILIES)}, where the "
+                                 f"invariance suite has proven them; family is {family}")
             if tile.swap_ab and family not in SWAP_AB_FAMILIES:
                 raise ValueError(f"{source}: entry {entry.key}: swap_ab is for families "
                                  f"{', '.join(SWAP_AB_FAMILIES)}; family is {family}")

@@ -52,7 +52,8 @@ def test_reduction_schedule_is_the_same_for_every_m(family):
     policy = shipped_policy(family)
     for entry in policy.all_entries():
         n, k = (entry.n, entry.k) if entry.n is not None else (4096, 4096)
-        schedules = {policy.select(m, n, k).reduction_schedule() for m in (1, 17, 64, 65, 9000)}
+        schedules = {policy.select(m, n, k).reduction_schedule(k)
+                     for m in (1, 17, 64, 65, 9000)}
         assert len(schedules) == 1, entry.key
 
 
@@ -68,7 +69,7 @@ def test_num_stages_override_changes_only_the_pipeline():
     policy = shipped_policy("sm120")
     base = policy.select(40, 4096, 4096)
     two = policy.select(40, 4096, 4096, num_stages=2)
-    assert two.num_stages == 2 and two.reduction_schedule() == base.reduction_schedule()
+    assert two.num_stages == 2 and two.reduction_schedule(4096) == base.reduction_schedule(4096)
 
 
 @pytest.mark.parametrize("k,block_k,split_k,chunk", [(4096, 128, 1, 4096), (4096, 128, 3, 1408),
@@ -156,3 +157,34 @@ def test_launch_features_parse_on_sm90(flag):
                            "use_tma": True, flag: True}])
     raw["family"] = "sm90"
     assert getattr(parse_policy(raw, "candidate.json").select(1, 64, 128), flag) is True
+
+
+def _entry_with_tile_block_k(block_k, *, k=4096, split_k=2):
+    raw = _table(m_tiles=[{"max_m": 16, "block_m": 16, "num_warps": 4, "num_stages": 3,
+                           "use_tma": True, "swap_ab": True, "block_k": block_k},
+                          {"max_m": None, "block_m": 128, "num_warps": 4, "num_stages": 3}])
+    raw["family"] = "sm90"
+    raw["entries"] = [dict(raw["default"], n=4096, k=k, split_k=split_k)]
+    raw["default"] = _table()["default"]
+    return raw
+
+
+def test_tile_block_k_override_keeps_the_schedule():
+    policy = parse_policy(_entry_with_tile_block_k(256), "candidate.json")
+    small, large = policy.select(1, 4096, 4096), policy.select(4096, 4096, 4096)
+    assert (small.block_k, large.block_k) == (256, 128)
+    assert small.reduction_schedule(4096) == large.reduction_schedule(4096)
+
+
+@pytest.mark.parametrize("block_k,k,split_k", [(256, 4224, 1), (256, 4096, 3), (96, 4096, 2)],
+                         ids=["k-not-multiple", "chunks-move", "not-pow2"])
+def test_tile_block_k_override_that_moves_the_schedule_is_rejected(block_k, k, split_k):
+    with pytest.raises(ValueError, match="m_tile block_k"):
+        parse_policy(_entry_with_tile_block_k(block_k, k=k, split_k=split_k), "candidate.json")
+
+
+def test_tile_block_k_override_is_rejected_outside_sm90():
+    raw = _entry_with_tile_block_k(256)
+    raw["family"] = "sm120"
+    with pytest.raises(ValueError, match="block_k overrides are for families sm90"):
+        parse_policy(raw, "candidate.json")

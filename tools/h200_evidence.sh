@@ -12,6 +12,7 @@ mkdir -p "$OUT/suite"
 GPU_MATRIX=tests/unit/test_invariance_gpu.py
 $PY -m det_suite gpu-suite --out "$OUT/suite" --steps bench,invariance,pytest \
     --require gpu,sm90 --step-timeout invariance=330 --step-timeout pytest=200 \
+    --bench-args "--max-geomean 1.10 --max-cell 1.30 --max-floor-ratio 1.3" \
     --invariance-args "--providers det_suite:s2 det_suite:s3 control torch_scaled_mm" \
     --pytest-args "-n 4 -p no:cacheprovider \
         --deselect $GPU_MATRIX::test_full_matrix_counts_meet_the_seeds_evidence \
@@ -20,6 +21,21 @@ $PY -m det_suite gpu-suite --out "$OUT/suite" --steps bench,invariance,pytest \
         --deselect $GPU_MATRIX::test_graph_replay_matches_eager_for_det_suite" \
     > "$OUT/suite.log" 2>&1
 echo "gpu-suite exit $?" >> "$OUT/suite.log"
+# The same benchmark with programmatic dependent launch switched off in the shipped table,
+# so the closing note can say what PDL contributes.
+$PY - "$OUT/suite/sm90_no_pdl.json" <<'PYEOF'
+import json, sys
+from importlib import resources
+table = json.loads(resources.files("det_suite.policy").joinpath("tables", "sm90.json").read_text())
+for entry in (table["default"], *table["entries"]):
+    for tile in entry["m_tiles"]:
+        tile.pop("use_pdl", None)
+json.dump(table, open(sys.argv[1], "w"), indent=1)
+PYEOF
+$PY -m det_suite bench gemm --shapes qwen3-8b --mode graph --policy-file "$OUT/suite/sm90_no_pdl.json" \
+    --json "$OUT/suite/bench_no_pdl.json" --markdown "$OUT/suite/bench_no_pdl.md" \
+    > "$OUT/suite/bench_no_pdl.log" 2>&1
+echo "bench without PDL exit $?" >> "$OUT/suite.log"
 if [ $# -gt 0 ]; then
     timeout 120 $PY tools/sweep_fp8_configs.py "$OUT/suite/sweep.jsonl" "$@" \
         > "$OUT/suite/sweep.log" 2>&1

@@ -35,6 +35,9 @@ def register(subparsers) -> None:
                              "e.g. gpu,sm120 on an SM12x runner (default gpu)")
     parser.add_argument("--pytest-args", default="",
                         help="extra arguments for the pytest step (one string)")
+    parser.add_argument("--bench-args", default="",
+                        help="extra arguments for the benchmark step (one string), e.g. "
+                             "'--max-geomean 1.10 --max-cell 1.30 --max-floor-ratio 1.3'")
     parser.add_argument("--invariance-args", default="",
                         help="extra arguments for the invariance step (one string), e.g. "
                              "'--providers det_suite:s2 det_suite:s3 control torch_scaled_mm'")
@@ -69,7 +72,7 @@ def _steps(out: Path, args) -> dict[str, list[str]]:
                        *args.invariance_args.split()],
         "bench": [py, "-m", "det_suite", "bench", "gemm", "--shapes", args.shapes,
                   "--mode", "graph", "--mode", "flush", "--json", str(out / "bench.json"),
-                  "--markdown", str(out / "bench.md")],
+                  "--markdown", str(out / "bench.md"), *args.bench_args.split()],
         "lint": [py, "-m", "det_suite", "lint-policy", "--json", str(out / "lint.json")],
     }
 

@@ -40,3 +40,14 @@ def test_a_failing_step_fails_the_suite_and_writes_the_summary(tmp_path):
 def test_bad_step_timeout_is_a_usage_error(tmp_path, capsys, item):
     assert main(["gpu-suite", "--out", str(tmp_path), "--step-timeout", item]) == 2
     assert "--step-timeout" in capsys.readouterr().err
+
+
+def test_bench_args_reach_the_bench_step(tmp_path):
+    import argparse
+
+    from det_suite.commands.gpu_suite import _steps
+
+    args = argparse.Namespace(shapes="qwen3-8b", require="gpu", pytest_args="",
+                              invariance_args="", bench_args="--max-geomean 1.10 --max-cell 1.3")
+    bench = _steps(tmp_path, args)["bench"]
+    assert bench[-4:] == ["--max-geomean", "1.10", "--max-cell", "1.3"]

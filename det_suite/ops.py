@@ -391,6 +391,10 @@ def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
     """Launch the GEMM for already-validated operands: a (M, K) fp8, b_kn (K, N) fp8."""
     m, k = a.shape
     n = b_kn.shape[1]
+    if config.use_pdl and a.device.type != "cuda":
+        # The interpreter runs programs one after another and has no grid-dependency
+        # instructions; PDL only moves a GPU launch, so it is dropped there.
+        config = replace(config, use_pdl=False)
     spec = gemm_launch_spec(config, m, n, k, has_bias=bias is not None,
                             use_tma=selects_tma(config, a, b_kn))
     tensors = dict(a=a, b_kn=b_kn, b_nk=b_kn.t(), out=out, bias=bias, a_scale=a_scale,

@@ -330,3 +330,15 @@ def test_gpu_pdl_launch_is_bit_exact_and_replays_in_a_graph():
     torch.cuda.synchronize()
     assert torch.equal(eager, plain)
     assert all(torch.equal(out, plain) for out in outs)
+
+
+def test_pdl_tile_gives_the_plain_tiles_bits(device):
+    """A PDL tile (SM90 decode) gives the plain tile's bits; under the CPU interpreter it
+    runs without the launch attribute (the interpreter has no grid dependencies)."""
+    x = make_activations(3, 256, device=device)
+    layer = make_fp8_linear(64, 256, device=device, calibration=x)
+    a = quantize_fp8(x, layer.input_scale)
+    config = replace(shipped_policy("sm90").select(1, 4096, 4096), block_k=128)
+    outs = [fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
+                          config=replace(config, use_pdl=pdl)) for pdl in (True, False)]
+    assert torch.equal(outs[0], outs[1])

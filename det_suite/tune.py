@@ -377,15 +377,27 @@ def rank_reductions(times: dict[Reduction, dict[int, float | None]],
 def m_tile_text(tile: MTile) -> str:
     bound = tile.max_m if tile.max_m is not None else "inf"
     return (f"<={bound} bm{tile.block_m} w{tile.num_warps} s{tile.num_stages}"
+            + (f" bn{tile.block_n}" if tile.block_n is not None else "")
+            + (f" bk{tile.block_k}" if tile.block_k is not None else "")
             + (" ws" if tile.use_workspace else "")
             + (" unfused" if tile.use_workspace and not tile.fused_fixup else "")
-            + (" tma" if tile.use_tma else ""))
+            + (" tma" if tile.use_tma else "")
+            + (" swap" if tile.swap_ab else "")
+            + (" pdl" if tile.use_pdl else ""))
+
+
+# MTile fields written only when set: a base table's entries pass through `entry_json`
+# unchanged when tune writes its table, so every field a shipped table may use is here.
+_OPTIONAL_TILE_FIELDS = ("block_n", "block_k", "swap_ab", "use_pdl")
 
 
 def m_tile_json(tile: MTile) -> dict:
-    return {"max_m": tile.max_m, "block_m": tile.block_m, "num_warps": tile.num_warps,
-            "num_stages": tile.num_stages, "use_workspace": tile.use_workspace,
-            "use_tma": tile.use_tma, "fused_fixup": tile.fused_fixup}
+    raw = {"max_m": tile.max_m, "block_m": tile.block_m, "num_warps": tile.num_warps,
+           "num_stages": tile.num_stages, "use_workspace": tile.use_workspace,
+           "use_tma": tile.use_tma, "fused_fixup": tile.fused_fixup}
+    raw.update({name: getattr(tile, name) for name in _OPTIONAL_TILE_FIELDS
+                if getattr(tile, name) not in (None, False)})
+    return raw
 
 
 def entry_json(entry: TableEntry) -> dict:

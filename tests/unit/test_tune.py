@@ -18,7 +18,8 @@ from det_suite.arch import KNOWN_FAMILIES
 from det_suite.bench.gemm import GemmShape
 from det_suite.cli import main
 from det_suite.commands.tune import _defaults, resolve_family
-from det_suite.policy import LaunchConfig, MTile, TableEntry, load_policy_file, shipped_policy
+from det_suite.policy import (LaunchConfig, MTile, TableEntry, load_policy_file, parse_policy,
+                              shipped_families, shipped_policy)
 from det_suite.tune import (
     CHECK_BIG_M, CHECK_DATA, CHECK_MS, CLASS_MS, FAMILY_BLOCK_M, SCREEN_MS, SPLIT_K_CHOICES,
     CheckResult, CheckFailure, Reduction, TuneSettings, Tuner, Variant, accumulator_fits,
@@ -553,3 +554,15 @@ def test_gpu_tune_cli_small_shape(tmp_path):
     assert {t.block_m for t in entry.m_tiles} <= set(FAMILY_BLOCK_M[policy.family])
     raw = json.loads(out.read_text())
     assert raw["tuned_on"]["gpu"] and raw["tuning"]["shapes"][0]["status"] == "tuned"
+
+
+@pytest.mark.parametrize("family", shipped_families())
+def test_entry_json_round_trips_every_shipped_entry(family):
+    """tune writes the base table's untouched entries through entry_json: nothing a shipped
+    table uses (per-class BLOCK_N/BLOCK_K, swapped operands, PDL) may be dropped."""
+    policy = shipped_policy(family)
+    raw = {"family": family, "expected_mma": policy.expected_mma,
+           "default": entry_json(policy.default),
+           "entries": [entry_json(e) for e in policy.entries.values()]}
+    again = parse_policy(raw, "round-trip.json")
+    assert again.default == policy.default and again.entries == policy.entries

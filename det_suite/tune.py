@@ -66,6 +66,11 @@ FAMILY_BLOCK_M = {
     "sm100": (128,),
     "default": (64,),
 }
+# Token tiles of swapped-operand variants (weight on the MMA's row side, kernels/
+# fp8_scaled_mm_swap_ab.py): only where the unswapped small tiles are instruction-unsafe and
+# a TMA kernel exists. They compete at small M like any other BLOCK_M.
+SWAP_BLOCK_M = {"sm90": (16, 32)}
+SWAP_MAX_M = 32
 BLOCK_N_CHOICES = (64, 128, 256)
 BLOCK_K_CHOICES = (128,)  # 64 is allowed (--block-k 128 64)
 SPLIT_K_CHOICES = (1, 2, 3, 4, 6, 8)
@@ -137,6 +142,7 @@ class Variant:
     use_workspace: bool = False
     use_tma: bool = False
     fused_fixup: bool = True  # workspace only: the last split program sums (one launch)
+    swap_ab: bool = False     # block_m tokens on the MMA's narrow side (always TMA)
 
     def __post_init__(self):
         if not self.use_workspace:  # meaningless without the workspace: one spelling
@@ -147,11 +153,12 @@ class Variant:
         return (f"bm{self.block_m}-w{self.num_warps}-s{self.num_stages}"
                 + ("-ws" if self.use_workspace else "")
                 + ("-unfused" if self.use_workspace and not self.fused_fixup else "")
-                + ("-tma" if self.use_tma else ""))
+                + ("-tma" if self.use_tma else "")
+                + ("-swap" if self.swap_ab else ""))
 
     def tile(self, max_m: int | None) -> MTile:
         return MTile(max_m, self.block_m, self.num_warps, self.num_stages, self.use_workspace,
-                     self.use_tma, self.fused_fixup)
+                     self.use_tma, self.fused_fixup, swap_ab=self.swap_ab)
 
 
 def launch_config(red: Reduction, var: Variant, group_m: int = GROUP_M) -> LaunchConfig:
@@ -159,7 +166,8 @@ def launch_config(red: Reduction, var: Variant, group_m: int = GROUP_M) -> Launc
                         num_warps=var.num_warps, num_stages=var.num_stages,
                         split_k=red.split_k, group_m=group_m,
                         use_workspace=var.use_workspace and red.split_k > 1,
-                        use_tma=var.use_tma, fused_fixup=var.fused_fixup)
+                        use_tma=var.use_tma, fused_fixup=var.fused_fixup,
+                        swap_ab=var.swap_ab)
 
 
 def family_block_ms(family: str) -> tuple[int, ...]:
@@ -226,6 +234,22 @@ def block_m_choices(family: str, m: int) -> tuple[int, ...]:
     return tuple(b for b in safe if b <= cap)
 
 
+def swap_block_m_choices(family: str, m: int, *, tma: bool = True) -> tuple[int, ...]:
+    """Token tiles of swapped variants worth timing at M rows (none above SWAP_MAX_M, none
+    without TMA): like `block_m_choices`, nothing more than one power of two above M."""
+    if not tma or not tma_allowed(family) or m > SWAP_MAX_M:
+        return ()
+    safe = SWAP_BLOCK_M.get(family, ())
+    cap = max(safe[0], _next_pow2(m)) if safe else 0
+    return tuple(b for b in safe if b <= cap)
+
+
+def swap_variant(var: Variant, block_m: int) -> Variant:
+    """`var` as a swapped variant with `block_m` tokens per tile (TMA loads, 4 warps: one
+    warpgroup per 64 weight rows is what the swapped tiles were measured with)."""
+    return replace(var, block_m=block_m, swap_ab=True, use_tma=True, num_warps=4)
+
+
 def workspace_allowed(red: Reduction, m: int) -> bool:
     return red.split_k > 1 and m <= WORKSPACE_MAX_M
 
@@ -248,6 +272,9 @@ def variant_space(family: str, m: int, red: Reduction, *, warps: Iterable[int] =
     out = [Variant(bm, w, s, ws, t, fused) for bm in block_m_choices(family, m)
            for w in sorted(warps) for s in sorted(stages) for ws, fused in ws_options
            for t in tma_options]
+    out += [Variant(bm, 4, s, ws, True, fused, swap_ab=True)
+            for bm in swap_block_m_choices(family, m, tma=tma)
+            for s in sorted(stages) for ws, fused in ws_options]
     return [v for v in out if accumulator_fits(red, v)]
 
 
@@ -286,6 +313,9 @@ def axis_variants(start: Variant, family: str, m: int, red: Reduction, *,
         out.append(replace(start, fused_fixup=not start.fused_fixup))
     if tma and tma_allowed(family):
         out.append(replace(start, use_tma=not start.use_tma))
+    # Swapping changes several fields at once, so combine_axes never mixes it into another
+    # variant; a swapped variant wins a class only by being the fastest timed outright.
+    out += [swap_variant(start, b) for b in swap_block_m_choices(family, m, tma=tma)]
     return [v for v in dict.fromkeys(out) if accumulator_fits(red, v)]
 
 
@@ -294,13 +324,13 @@ def combine_axes(start: Variant, timed: dict[Variant, float | None]) -> Variant:
     def best_along(attr: str):
         best, best_t = getattr(start, attr), timed.get(start)
         for var, t in timed.items():
-            if t is None or any(getattr(var, a) != getattr(start, a) for a in _AXES
-                                if a != attr):
+            if t is None or var.swap_ab != start.swap_ab or any(
+                    getattr(var, a) != getattr(start, a) for a in _AXES if a != attr):
                 continue
             if best_t is None or t < best_t:
                 best, best_t = getattr(var, attr), t
         return best
-    return Variant(*(best_along(a) for a in _AXES))
+    return Variant(*(best_along(a) for a in _AXES), swap_ab=start.swap_ab)
 
 
 _AXES = ("block_m", "num_warps", "num_stages", "use_workspace", "use_tma", "fused_fixup")
@@ -322,7 +352,7 @@ def class_bounds(ms: Sequence[int]) -> list[int | None]:
 
 def _tile_params(tile: MTile) -> tuple:
     return (tile.block_m, tile.num_warps, tile.num_stages, tile.use_workspace, tile.use_tma,
-            tile.fused_fixup)
+            tile.fused_fixup, tile.swap_ab)
 
 
 def build_m_tiles(best: dict[int, Variant]) -> tuple[MTile, ...]:

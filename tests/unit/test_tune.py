@@ -22,9 +22,11 @@ from det_suite.policy import (LaunchConfig, MTile, TableEntry, load_policy_file,
                               shipped_families, shipped_policy)
 from det_suite.tune import (
     CHECK_BIG_M, CHECK_DATA, CHECK_MS, CLASS_MS, FAMILY_BLOCK_M, SCREEN_MS, SPLIT_K_CHOICES,
+    SWAP_BLOCK_M,
     CheckResult, CheckFailure, Reduction, TuneSettings, Tuner, Variant, accumulator_fits,
     axis_variants, block_m_choices, build_m_tiles, check_entry, check_invariance,
-    class_bounds, combine_axes, entry_json, invariance_operands, make_entry, rank_reductions,
+    class_bounds, combine_axes, entry_json, invariance_operands, launch_config, m_tile_json,
+    make_entry, rank_reductions, swap_variant,
     reduction_candidates, representative_variant, tuned_on, tuned_policy_json, valid_split_ks,
     variant_space, write_tuned_policy)
 
@@ -56,8 +58,14 @@ def test_sm90_never_offers_mma_sync_tiles():
 @pytest.mark.parametrize("m", [1, 16, 128, 2048], ids=lambda m: f"m{m}")
 @pytest.mark.parametrize("family", FAMILIES)
 def test_variant_space_uses_only_instruction_safe_block_m(family, m):
+    """Unswapped tiles use the family's safe BLOCK_M; swapped ones (the weight on the MMA's
+    row side) only the family's swapped token tiles, always by TMA."""
     variants = variant_space(family, m, Reduction(128, 128, 2))
-    assert variants and {v.block_m for v in variants} <= set(FAMILY_BLOCK_M[family])
+    assert variants and {v.block_m for v in variants if not v.swap_ab} \
+        <= set(FAMILY_BLOCK_M[family])
+    swapped = [v for v in variants if v.swap_ab]
+    assert {v.block_m for v in swapped} <= set(SWAP_BLOCK_M.get(family, ()))
+    assert all(v.use_tma for v in swapped)
 
 
 def test_variant_space_leaves_out_spilling_accumulators():
@@ -566,3 +574,36 @@ def test_entry_json_round_trips_every_shipped_entry(family):
            "entries": [entry_json(e) for e in policy.entries.values()]}
     again = parse_policy(raw, "round-trip.json")
     assert again.default == policy.default and again.entries == policy.entries
+
+
+@pytest.mark.parametrize("m,expected", [(1, {16}), (16, {16}), (17, {16, 32}), (32, {16, 32}),
+                                        (33, set())], ids=lambda v: str(v))
+def test_sm90_small_m_sweeps_swapped_token_tiles(m, expected):
+    red = Reduction(128, 128, 1)
+    start = representative_variant("sm90", m, red)
+    swapped = {v.block_m for v in axis_variants(start, "sm90", m, red) if v.swap_ab}
+    assert swapped == expected
+    assert all(v.block_m >= 64 for v in axis_variants(start, "sm90", m, red) if not v.swap_ab)
+
+
+@pytest.mark.parametrize("family", ["sm120", "sm89", "sm100", "default"])
+def test_families_without_swapped_kernel_never_sweep_it(family):
+    red = Reduction(128, 128, 1)
+    start = representative_variant(family, 1, red)
+    assert not any(v.swap_ab for v in axis_variants(start, family, 1, red))
+    assert not any(v.swap_ab for v in variant_space(family, 1, red))
+
+
+def test_combining_axes_never_mixes_a_swapped_tile_into_an_unswapped_one():
+    red = Reduction(128, 128, 1)
+    start = replace(representative_variant("sm90", 8, red), use_tma=True)
+    axes = axis_variants(start, "sm90", 8, red)
+    timed = {v: (1.0 if v.swap_ab else 5.0) for v in axes}
+    combined = combine_axes(start, timed)
+    assert not combined.swap_ab and combined.block_m >= 64
+
+
+def test_swapped_variant_becomes_a_swapped_tile_and_config():
+    var = swap_variant(Variant(64, 8, 4), 16)
+    assert launch_config(Reduction(128, 128, 1), var).swap_ab
+    assert m_tile_json(var.tile(16))["swap_ab"] is True

@@ -12,7 +12,7 @@ mkdir -p "$OUT/suite"
 GPU_MATRIX=tests/unit/test_invariance_gpu.py
 $PY -m det_suite gpu-suite --out "$OUT/suite" --steps bench,invariance,pytest \
     --require gpu,sm90 --step-timeout invariance=330 --step-timeout pytest=200 \
-    --bench-args "--max-geomean 1.10 --max-cell 1.30 --max-floor-ratio 1.3" \
+    --bench-args "--gate-mode graph --max-geomean 1.10 --max-cell 1.30 --max-floor-ratio 1.3" \
     --invariance-args "--providers det_suite:s2 det_suite:s3 control torch_scaled_mm" \
     --pytest-args "-n 4 -p no:cacheprovider \
         --deselect $GPU_MATRIX::test_full_matrix_counts_meet_the_seeds_evidence \

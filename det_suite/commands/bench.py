@@ -59,6 +59,9 @@ def register(subparsers) -> None:
                       help="gate: fail (exit 3) if a mode's geometric-mean ratio exceeds X")
     gemm.add_argument("--max-cell", type=float, metavar="Y",
                       help="gate: fail (exit 3) if any cell's ratio exceeds Y")
+    gemm.add_argument("--gate-mode", action="append", choices=MODES, default=None,
+                      metavar="MODE", help="apply the gates to this timing mode only "
+                                           "(repeatable; default: every mode run)")
     gemm.add_argument("--max-floor-ratio", type=float, metavar="Z",
                       help=f"gate: fail (exit 3) if a cell with M <= {FLOOR_GATE_MAX_M} takes "
                            "more than Z times the weight-bytes floor (weight bytes / measured "
@@ -123,6 +126,13 @@ def run_gemm(args) -> int:
     except ValueError as exc:
         print(f"det-suite bench gemm: {exc}", file=sys.stderr)
         return EXIT_NO_GPU
+    modes = list(dict.fromkeys(getattr(args, "mode", None) or DEFAULT_MODES))
+    gated = list(dict.fromkeys(args.gate_mode or modes))
+    unknown = [m for m in gated if m not in modes]
+    if unknown:
+        print(f"det-suite bench gemm: --gate-mode {' '.join(unknown)} is not among the modes "
+              f"run ({' '.join(modes)})", file=sys.stderr)
+        return EXIT_NO_GPU
     problem = gpu_problem("bench gemm")
     if problem is not None:
         print(problem, file=sys.stderr)
@@ -147,7 +157,6 @@ def run_gemm(args) -> int:
     if policy is not None and policy.family != family:
         print(f"warning: policy {policy.source} is for {policy.family}, this GPU is {family}; "
               "its invariance was not proven here", file=sys.stderr)
-    modes = list(dict.fromkeys(getattr(args, "mode", None) or DEFAULT_MODES))
     try:
         run = run_gemm_bench(shapes, ms, modes, policy=policy, vendor_names=args.vendors,
                              warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, seed=args.seed,
@@ -166,11 +175,12 @@ def run_gemm(args) -> int:
     for mode in modes:
         print(format_mode_table(mode, run.cells[mode], vendor_names))
         print()
-    failures = gate_failures(run.summaries(), max_geomean=args.max_geomean,
-                             max_cell=args.max_cell, max_floor_ratio=args.max_floor_ratio)
+    failures = gate_failures({m: s for m, s in run.summaries().items() if m in gated},
+                             max_geomean=args.max_geomean, max_cell=args.max_cell,
+                             max_floor_ratio=args.max_floor_ratio)
     payload = run.to_json()
     payload["gate"] = {"max_geomean": args.max_geomean, "max_cell": args.max_cell,
-                       "max_floor_ratio": args.max_floor_ratio,
+                       "max_floor_ratio": args.max_floor_ratio, "modes": list(gated),
                        "floor_gate_max_m": FLOOR_GATE_MAX_M, "failures": failures}
     if args.json:
         write_json_atomic(args.json, payload)

@@ -425,3 +425,10 @@ def test_gpu_timer_orders_a_small_and_a_large_copy(mode):
     t_small = timer(lambda: small_dst.copy_(small))
     t_large = timer(lambda: large_dst.copy_(large))
     assert 0 < t_small < t_large
+
+
+def test_gate_mode_not_run_is_a_usage_error(capsys):
+    code = main(["bench", "gemm", "--mode", "flush", "--gate-mode", "graph",
+                 "--max-cell", "1.3"])
+    assert code == 2
+    assert "--gate-mode graph is not among the modes run (flush)" in capsys.readouterr().err

@@ -318,7 +318,8 @@ def test_gpu_pdl_launch_is_bit_exact_and_replays_in_a_graph():
     layer = make_fp8_linear(n, k, device="cuda", calibration=x)
     a = quantize_fp8(x, layer.input_scale)
     config = shipped_policy("sm90").select(8, n, k)
-    plain = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale, config=config)
+    plain = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
+                          config=replace(config, use_pdl=False))
     pdl_config = replace(config, use_pdl=True)
     eager = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
                           config=pdl_config)

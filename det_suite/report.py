@@ -51,12 +51,19 @@ def source_hashes() -> dict[str, str]:
 
 
 def _git_revision() -> str | None:
+    """HEAD, with "+modified" when det_suite/ differs from it (a copied or edited tree: the
+    per-file `source_sha256` then says what ran, not the commit)."""
     try:
         out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_ROOT, capture_output=True,
                              text=True, timeout=5)
+        if out.returncode != 0 or not out.stdout.strip():
+            return None
+        status = subprocess.run(["git", "status", "--porcelain", "--", "."],
+                                cwd=PACKAGE_ROOT, capture_output=True, text=True, timeout=5)
     except (OSError, subprocess.SubprocessError):
         return None
-    return out.stdout.strip() or None if out.returncode == 0 else None
+    modified = status.returncode != 0 or bool(status.stdout.strip())
+    return out.stdout.strip() + ("+modified" if modified else "")
 
 
 def environment() -> dict:

@@ -188,3 +188,22 @@ def test_tile_block_k_override_is_rejected_outside_sm90():
     raw["family"] = "sm120"
     with pytest.raises(ValueError, match="block_k overrides are for families sm90"):
         parse_policy(raw, "candidate.json")
+
+
+H100_H200_SMS = 132
+
+
+def test_sm90_pdl_only_on_named_single_wave_decode_tiles():
+    """PDL measured faster only where the whole grid fits on the GPU at once (the next
+    kernel's programs then wait beside it instead of displacing it); on a multi-wave grid
+    (gate_up at M=16) it measured 30% slower. Unknown shapes (the default entry) never use it."""
+    policy = shipped_policy("sm90")
+    assert not any(t.use_pdl for t in policy.default.m_tiles)
+    for entry in policy.entries.values():
+        for tile in entry.m_tiles:
+            if not tile.use_pdl:
+                continue
+            config = entry.select(tile.max_m)
+            programs = (-(-entry.n // config.block_n) * -(-tile.max_m // config.block_m)
+                        * (config.split_k if config.use_workspace else 1))
+            assert programs <= H100_H200_SMS, (entry.key, tile)

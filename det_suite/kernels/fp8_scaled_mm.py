@@ -18,9 +18,9 @@ All compute identical arithmetic, so the launch shape may depend on M.
 
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
 from det_suite.kernels.fp8_epilogue import finish_split_k_tile, store_scaled_tile
+from det_suite.kernels.grid_dependency import wait_for_previous_grid
 from det_suite.kernels.tile_order import grouped_tile_coordinates
 
 
@@ -67,12 +67,7 @@ def fp8_scaled_mm_kernel(
     GROUP_M: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
-    if USE_PDL:
-        # Launched early (programmatic dependent launch): wait until the previous grid's
-        # writes are visible before any load or store, then let the next PDL launch start
-        # queueing behind this one (it waits the same way, so it never sees partial output).
-        gdc_wait()
-        gdc_launch_dependents()
+    wait_for_previous_grid(USE_PDL)
     pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)

@@ -8,27 +8,14 @@ columns past N, the K tail) with zeros, so no masks are needed. Both kernels mus
 same bits; the test suite compares them.
 
 Needs 16-byte aligned row strides (K % 16 == 0 for FP8 operands); callers fall back to the
-pointer kernel otherwise, a choice that depends on K alone.
+pointer kernel otherwise, a choice that depends on K alone. The program body is shared with
+the swapped-operand kernel (`fp8_tma_program.py`).
 """
 
 import triton
 import triton.language as tl
-from triton.language.extra.cuda import gdc_launch_dependents, gdc_wait
 
-from det_suite.kernels.fp8_epilogue import finish_split_k_tile, store_scaled_tile
-from det_suite.kernels.tile_order import grouped_tile_coordinates
-
-
-@triton.jit
-def _sum_k_chunk_tma(a_desc, b_desc, off_m, off_n, k_begin, K, K_CHUNK,
-                     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    k_end = tl.minimum(k_begin + K_CHUNK, K)
-    for k0 in range(k_begin, k_end, BLOCK_K):
-        a = a_desc.load([off_m, k0])
-        b = b_desc.load([off_n, k0])
-        acc = tl.dot(a, b.T, acc)
-    return acc
+from det_suite.kernels.fp8_tma_program import fp8_tma_program
 
 
 @triton.jit
@@ -45,36 +32,7 @@ def fp8_scaled_mm_tma_kernel(
     GROUP_M: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
-    if USE_PDL:
-        # Launched early (programmatic dependent launch): wait until the previous grid's
-        # writes are visible before any load or store, then let the next PDL launch start
-        # queueing behind this one (it waits the same way, so it never sees partial output).
-        gdc_wait()
-        gdc_launch_dependents()
-    pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    off_m = pid_m * BLOCK_M
-    off_n = pid_n * BLOCK_N
-    offs_m = off_m + tl.arange(0, BLOCK_M)
-    offs_n = off_n + tl.arange(0, BLOCK_N)
-    if WRITE_PARTIALS:
-        split = tl.program_id(1)
-        acc = _sum_k_chunk_tma(a_desc, b_desc, off_m, off_n, split * K_CHUNK, K, K_CHUNK,
-                               BLOCK_M, BLOCK_N, BLOCK_K)
-        partial_ptrs = partials_ptr + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
-        tl.store(partial_ptrs + split * stride_ps, acc,
-                 mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
-        if FUSED_FIXUP:
-            finish_split_k_tile(partial_ptrs, stride_ps, counters_ptr + tl.program_id(0), out_ptr,
-                                bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
-                                stride_om, stride_on, HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N)
-    else:
-        if SPLIT_K == 1:
-            total = _sum_k_chunk_tma(a_desc, b_desc, off_m, off_n, 0, K, K_CHUNK,
-                                     BLOCK_M, BLOCK_N, BLOCK_K)
-        else:
-            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for split in range(SPLIT_K):
-                total += _sum_k_chunk_tma(a_desc, b_desc, off_m, off_n, split * K_CHUNK, K,
-                                          K_CHUNK, BLOCK_M, BLOCK_N, BLOCK_K)
-        store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n,
-                          M, N, stride_om, stride_on, HAS_BIAS)
+    fp8_tma_program(a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, bias_ptr, a_scale_ptr,
+                    b_scale_ptr, M, N, K, K_CHUNK, stride_ps, stride_pm, stride_pn, stride_om,
+                    stride_on, HAS_BIAS, SPLIT_K, WRITE_PARTIALS, FUSED_FIXUP,
+                    BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, USE_PDL, SWAP_AB=False)

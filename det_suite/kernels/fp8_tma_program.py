@@ -1,0 +1,84 @@
+"""What one program of either TMA GEMM kernel computes (`fp8_scaled_mm_tma.py` loads the
+activation on the MMA's row side, `fp8_scaled_mm_swap_ab.py` the weight).
+
+The two kernels differ only in which operand each K step puts on which side of the MMA
+(`SWAP_AB`); the reduction schedule, split-K launch shapes and epilogue are this one body:
+K split into SPLIT_K chunks of K_CHUNK elements, BLOCK_K tiles in ascending order inside a
+chunk, each chunk summed into a fresh accumulator and added to a zero-initialised fp32
+total in ascending order (or written to the workspace for the fix-up to add in that order).
+"""
+
+import triton
+import triton.language as tl
+
+from det_suite.kernels.fp8_epilogue import finish_split_k_tile, store_scaled_tile
+from det_suite.kernels.grid_dependency import wait_for_previous_grid
+from det_suite.kernels.tile_order import grouped_tile_coordinates
+
+
+@triton.jit
+def _sum_k_chunk(a_desc, b_desc, off_m, off_n, k_begin, K, K_CHUNK,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                 SWAP_AB: tl.constexpr):
+    k_end = tl.minimum(k_begin + K_CHUNK, K)
+    if SWAP_AB:
+        # The weight tile on the 64-row side, the tokens on the narrow side; transposed
+        # back so the caller sees the same [BLOCK_M, BLOCK_N] tile either way.
+        acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+        for k0 in range(k_begin, k_end, BLOCK_K):
+            weight = b_desc.load([off_n, k0])
+            act = a_desc.load([off_m, k0])
+            acc_t = tl.dot(weight, act.T, acc_t)
+        acc = tl.trans(acc_t)
+    else:
+        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+        for k0 in range(k_begin, k_end, BLOCK_K):
+            a = a_desc.load([off_m, k0])
+            b = b_desc.load([off_n, k0])
+            acc = tl.dot(a, b.T, acc)
+    return acc
+
+
+@triton.jit
+def fp8_tma_program(
+    a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
+    M, N, K, K_CHUNK,
+    stride_ps, stride_pm, stride_pn,
+    stride_om, stride_on,
+    HAS_BIAS: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    WRITE_PARTIALS: tl.constexpr,
+    FUSED_FIXUP: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    USE_PDL: tl.constexpr,
+    SWAP_AB: tl.constexpr,
+):
+    wait_for_previous_grid(USE_PDL)
+    pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    if WRITE_PARTIALS:
+        split = tl.program_id(1)
+        acc = _sum_k_chunk(a_desc, b_desc, off_m, off_n, split * K_CHUNK, K, K_CHUNK,
+                           BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB)
+        partial_ptrs = partials_ptr + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
+        tl.store(partial_ptrs + split * stride_ps, acc,
+                 mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
+        if FUSED_FIXUP:
+            finish_split_k_tile(partial_ptrs, stride_ps, counters_ptr + tl.program_id(0), out_ptr,
+                                bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
+                                stride_om, stride_on, HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N)
+    else:
+        if SPLIT_K == 1:
+            total = _sum_k_chunk(a_desc, b_desc, off_m, off_n, 0, K, K_CHUNK,
+                                 BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB)
+        else:
+            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for split in range(SPLIT_K):
+                total += _sum_k_chunk(a_desc, b_desc, off_m, off_n, split * K_CHUNK, K,
+                                      K_CHUNK, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB)
+        store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n,
+                          M, N, stride_om, stride_on, HAS_BIAS)

@@ -1,4 +1,15 @@
-"""On the CPU, make the Triton interpreter's tl.dot sum each tile in a fixed order.
+"""On the CPU, make the Triton interpreter compute what a GPU computes, bit for bit.
+
+Two of the interpreter's numerics differ from every GPU's, and `gpu_faithful_interpreter()`
+replaces both for as long as it is active:
+
+1. tl.dot (below): numpy's matmul is not row-count invariant.
+2. fp32 -> bf16 casts: Triton 3.6's interpreter truncates the mantissa (round toward zero),
+   where the GPU's `cvt.rn.bf16.f32` rounds to nearest even; half the BF16 outputs of a CPU
+   run would be one ulp off the GPU's and off torch's. The replacement rounds to nearest
+   even with a carry into the exponent and keeps NaN a (quiet) NaN, as the GPU does.
+
+tl.dot in detail:
 
 Triton 3.6's interpreter evaluates `tl.dot(a, b, acc)` as `acc + np.matmul(a, b)`, and numpy
 hands the product to OpenBLAS, whose kernels order a row's sum by the number of rows in the
@@ -25,18 +36,19 @@ import numpy as np
 
 from det_suite.arch import interpreter_active
 
-NOTE = ("Triton interpreter tl.dot summed in a fixed order (ascending k, fp32) by det-suite: "
-        "numpy's OpenBLAS matmul is not row-count invariant")
+NOTE = ("Triton interpreter made GPU-faithful by det-suite: tl.dot summed in a fixed order "
+        "(ascending k, fp32; numpy's OpenBLAS matmul is not row-count invariant) and fp32 -> "
+        "bf16 casts rounded to nearest even (the interpreter truncates)")
 
 
 def _builder_class():
     from triton.runtime import interpreter
 
     cls = getattr(interpreter, "InterpreterBuilder", None)
-    if cls is None or not hasattr(cls, "create_dot") or not hasattr(interpreter,
-                                                                     "_convert_float"):
+    if cls is None or not all(hasattr(cls, name) for name in ("create_dot", "cast_impl")) \
+            or not hasattr(interpreter, "_convert_float"):
         raise RuntimeError("this Triton's interpreter has no InterpreterBuilder.create_dot/"
-                           "_convert_float; det_suite/interpreter.py needs "
+                           "cast_impl/_convert_float; det_suite/interpreter.py needs "
                            "updating for it")
     return interpreter, cls
 
@@ -50,15 +62,27 @@ def _ordered_product(a: np.ndarray, b: np.ndarray, dtype) -> np.ndarray:
     return total
 
 
+def round_fp32_to_bf16_bits(data: np.ndarray) -> np.ndarray:
+    """bf16 bit patterns (uint16) of float32 values, rounded to nearest even like
+    `cvt.rn.bf16.f32`: NaN stays NaN (quieted, sign kept), overflow rounds to +-Inf."""
+    bits = np.ascontiguousarray(data, dtype=np.float32).view(np.uint32)
+    lsb = (bits >> 16) & 1
+    rounded = ((bits + np.uint32(0x7FFF) + lsb) >> 16).astype(np.uint16)
+    is_nan = np.isnan(data)
+    quiet_nan = ((bits >> 16) | 0x0040).astype(np.uint16)
+    return np.where(is_nan, quiet_nan, rounded)
+
+
 @contextmanager
-def fixed_order_dot():
-    """Yields True while the ordered dot is installed; False (and changes nothing) when
-    the interpreter is not active."""
+def gpu_faithful_interpreter():
+    """Yields True while the ordered dot and the bf16 rounding are installed; False (and
+    changes nothing) when the interpreter is not active."""
     if not interpreter_active():
         yield False
         return
     interpreter, cls = _builder_class()
     original = cls.create_dot
+    original_cast = cls.cast_impl
     tl = interpreter.tl
 
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
@@ -76,8 +100,19 @@ def fixed_order_dot():
         product = _ordered_product(a_data, b_data, acc_dtype)
         return interpreter.TensorHandle(product + d.data, d.dtype.scalar)
 
+    def cast_impl(self, src, dst_type):
+        if src.dtype.scalar == tl.float32 and dst_type.scalar == tl.bfloat16:
+            return interpreter.TensorHandle(round_fp32_to_bf16_bits(src.data), dst_type.scalar)
+        return original_cast(self, src, dst_type)
+
     cls.create_dot = create_dot
+    cls.cast_impl = cast_impl
     try:
         yield True
     finally:
         cls.create_dot = original
+        cls.cast_impl = original_cast
+
+
+# The name the pytest plugin and older callers use.
+fixed_order_dot = gpu_faithful_interpreter

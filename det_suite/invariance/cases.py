@@ -347,6 +347,17 @@ def make_rows(problem: Problem, case: Case, rows: int, stream: str, device) -> t
     return x.to(case.torch_dtype)
 
 
+def stress_operands(n: int, k: int, rows: int, *, device, dtype: str = "bf16",
+                    bias: bool = False, seed: int = 0, activation: str = "calibrated",
+                    stream: str = "x") -> tuple[Problem, torch.Tensor]:
+    """A layer and (rows, K) activations on which a change of reduction schedule (chunking,
+    BLOCK_K, tile or chunk order, combine order) changes output bits: the harness's
+    cancelling pairs (module docstring), for kernel-level tests outside the harness."""
+    case = Case(Shape(f"{n}x{k}", n, k), dtype, bias, "contiguous", seed, activation)
+    problem = make_problem(case, device)
+    return problem, make_rows(problem, case, rows, stream, device)
+
+
 def apply_layout(x2d: torch.Tensor, layout: str) -> torch.Tensor:
     """contiguous: (rows, K) as is. strided3d: a (1, rows, K) view whose rows are
     K + STRIDED_PAD apart, the pad holding NaN."""

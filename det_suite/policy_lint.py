@@ -89,6 +89,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterable
 
 from det_suite.ptx_instructions import MmaInstruction, parse_mma_instructions, summarize
+from det_suite.ptx_grid_dependency import GridDependencyOrder, grid_dependency_order
 
 if TYPE_CHECKING:  # keep the worker's import light: no torch, no policy
     from det_suite.ops import GemmLaunchSpec, KernelCall
@@ -476,6 +477,7 @@ class CompileOutcome:
     seconds: float = 0.0
     ptx_sha256: str | None = None
     ptx_path: str | None = None
+    grid_dependency: dict | None = None  # ptx_grid_dependency.GridDependencyOrder, as data
 
     @property
     def unsupported(self) -> bool:
@@ -551,11 +553,19 @@ def _compile_all(jobs: list[CompileJob], workers: int, ptx_dir: str | None) -> t
                                                     if k in _MMA_FIELDS})
                                   for rec in result["instructions"]],
                     error=result.get("error"), seconds=result.get("seconds", 0.0),
-                    ptx_sha256=result.get("ptx_sha256"), ptx_path=result.get("ptx_path"))
+                    ptx_sha256=result.get("ptx_sha256"), ptx_path=result.get("ptx_path"),
+                    grid_dependency=result.get("grid_dependency"))
     return len(pending), hits
 
 
 _MMA_FIELDS = set(MmaInstruction.__dataclass_fields__)
+
+
+def compile_outcomes(jobs: list[CompileJob], workers: int | None = None) -> list[CompileOutcome]:
+    """Cross-compile `jobs` (cached per process, like the lint's) and return their outcomes
+    in order: for checks of one launch outside a table."""
+    _compile_all(jobs, workers or default_jobs(), None)
+    return [_CACHE[job.key] for job in jobs]
 
 
 def _compile_one(job: dict, ptx_dir: str | None) -> dict:
@@ -605,7 +615,8 @@ def _compile_one(job: dict, ptx_dir: str | None) -> dict:
         Path(ptx_path).write_text(ptx)
     return dict(ok=True, instructions=[i.to_dict() for i in parse_mma_instructions(ptx)],
                 error=None, seconds=round(time.perf_counter() - started, 3),
-                ptx_sha256=digest, ptx_path=ptx_path)
+                ptx_sha256=digest, ptx_path=ptx_path,
+                grid_dependency=grid_dependency_order(ptx).to_dict())
 
 
 # Subdirectory of Triton's cache directory for the lint's PTX-only compiles.
@@ -676,6 +687,8 @@ class VariantResult:
     instructions: list[dict] = field(default_factory=list)
     error: str | None = None
     ptx_sha256: str | None = None
+    pdl: bool = False         # launched with programmatic dependent launch
+    pdl_order: str = ""       # where a PDL variant waits for the previous grid (PTX)
     label: str = ""
 
     def __post_init__(self):
@@ -690,6 +703,8 @@ class VariantResult:
             parts.append("TMA")
         if self.write_partials:
             parts.append(f"partials+{self.fixup}")
+        if self.pdl:
+            parts.append("PDL")
         if self.launch != LAUNCH_SELECTED:
             parts.append(f"({self.launch})")
         if self.m == 1:
@@ -890,6 +905,7 @@ def _entry_calls(entry: "TableEntry", override_stages: tuple[int, ...]):
 def _lint_entry(where: str, entry: "TableEntry", capability: int,
                 override_stages, outcomes) -> EntryResult:
     variants: list[VariantResult] = []
+    unordered_pdl: list[str] = []
     for index, m_range, source, launch, call, bound in _entry_calls(entry, override_stages):
         info = KERNEL_INFO[call.kernel]
         job = specialize(bound, call.module, call.kernel, capability)
@@ -901,6 +917,9 @@ def _lint_entry(where: str, entry: "TableEntry", capability: int,
             elif status == "ok":
                 status = "unexpected-mma"
         cfg, case = launch.case.config, launch.case
+        pdl = bool(dict(call.options).get("launch_pdl"))
+        order = (GridDependencyOrder(**outcome.grid_dependency)
+                 if pdl and outcome.grid_dependency else None)
         variants.append(VariantResult(
             kernel=call.kernel, tile=index, m_range=m_range, m=case.m,
             block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
@@ -911,7 +930,10 @@ def _lint_entry(where: str, entry: "TableEntry", capability: int,
             expects_mma=info.operand_dtype is not None,
             status=status, summary=summary,
             instructions=[_annotated(i, info.operand_dtype or "") for i in outcome.instructions],
-            error=outcome.error, ptx_sha256=outcome.ptx_sha256))
+            error=outcome.error, ptx_sha256=outcome.ptx_sha256, pdl=pdl,
+            pdl_order=order.describe() if order else ""))
+        if order is not None and not order.waits_first:
+            unordered_pdl.append(f"{variants[-1].label}: {order.describe()}")
 
     mma_variants = [v for v in variants if v.expects_mma]
     others = [v for v in variants if not v.expects_mma]
@@ -931,6 +953,10 @@ def _lint_entry(where: str, entry: "TableEntry", capability: int,
     if no_mma:
         problems.append(f"{_some(no_mma)}: no MMA instruction in the PTX (tl.dot lowered "
                         "without tensor cores), so the K order cannot be checked")
+    if unordered_pdl:
+        problems.append(f"{_some(unordered_pdl)}: a PDL launch may overlap the previous "
+                        "kernel, so it must wait (griddepcontrol.wait) before any global "
+                        "memory access")
     unexpected = [v for v in others if v.status == "unexpected-mma"]
     if unexpected:
         problems.append(f"{_some([v.label for v in unexpected])}: expected "

@@ -8,6 +8,8 @@ from dataclasses import replace
 import pytest
 import torch
 
+from det_suite.invariance.cases import stress_operands
+from det_suite.invariance.providers import control_provider
 from det_suite.ops import fp8_linear, fp8_scaled_mm, quantize_fp8
 from det_suite.policy import shipped_policy
 from det_suite.synthetic import make_activations, make_fp8_linear
@@ -37,8 +39,10 @@ CPU_FULL_M = 160
 
 
 def reference(x, layer):
-    """float32 product of the dequantized operands (quantization itself is exact)."""
-    q = quantize_fp8(x.reshape(-1, layer.k), layer.input_scale).float()
+    """float32 product of the dequantized operands, quantized by torch's own float8 cast
+    (not det-suite's quantizer, so a quantizer bug cannot hide in both sides)."""
+    x2d = x.reshape(-1, layer.k).float()
+    q = (x2d / layer.input_scale).clamp(-448.0, 448.0).to(torch.float8_e4m3fn).float()
     y = (q @ layer.weight.float().t()) * (layer.input_scale * layer.weight_scale)
     if layer.bias is not None:
         y = y + layer.bias.float()
@@ -99,68 +103,84 @@ def test_empty_batch_returns_empty_output(device):
     assert y.shape == (0, 64) and y.dtype == torch.bfloat16
 
 
-def _suffix_mismatches(n, k, full_m, ms, dtype, device, num_stages=None, policy=None, seed=0):
-    """Rows of an m-row call vs the same rows at the end of a full_m-row call."""
-    x = make_activations(full_m, k, dtype=dtype, device=device, seed=seed)
-    layer = make_fp8_linear(n, k, bias_dtype=dtype, device=device, calibration=x, seed=seed)
-    args = layer.args()
-    full = fp8_linear(x, *args, num_stages=num_stages, policy=policy)
-    mismatched = [m for m in ms
-                  if not torch.equal(fp8_linear(x[-m:], *args, num_stages=num_stages,
-                                                policy=policy), full[-m:])]
+def det_suite_linear(num_stages=None, policy=None):
+    def linear(x, weight, weight_scale, input_scale, bias):
+        return fp8_linear(x, weight, weight_scale, input_scale, bias, num_stages=num_stages,
+                          policy=policy)
+    return linear
+
+
+def control_linear(device):
+    """The positive control: det-suite's kernel with BLOCK_K and split-K chosen by M."""
+    return control_provider(device)
+
+
+def _suffix_mismatches(n, k, full_m, ms, dtype, device, linear, seed=0):
+    """Rows of an m-row call vs the same rows at the end of a full_m-row call, on inputs
+    that expose any change of reduction schedule (cancelling pairs)."""
+    problem, x = stress_operands(n, k, full_m, device=device, dtype=dtype, bias=True,
+                                 seed=seed)
+    args = problem.args()
+    full = linear(x, *args)
+    mismatched = [m for m in ms if not torch.equal(linear(x[-m:], *args), full[-m:])]
     return mismatched, len(ms)
 
 
 @pytest.mark.parametrize("stages", [2, 3], ids=["2-stage", "3-stage"])
 @pytest.mark.parametrize("n,k", CPU_SHAPES)
 def test_cached_suffix_rows_bit_exact_across_m_boundaries(n, k, stages, device):
-    mismatched, count = _suffix_mismatches(n, k, CPU_FULL_M, CPU_SUFFIX_M, torch.bfloat16,
-                                           device, num_stages=stages)
+    mismatched, count = _suffix_mismatches(n, k, CPU_FULL_M, CPU_SUFFIX_M, "bf16", device,
+                                           det_suite_linear(num_stages=stages))
     print(f"{count} suffix comparisons, {len(mismatched)} mismatching")
     assert mismatched == []
 
 
 @pytest.mark.parametrize("n,k", CPU_SHAPES)
+def test_cached_suffix_comparison_flags_an_m_dependent_schedule(n, k, device):
+    """Counterpart of the test above, through the same comparison: the control's schedule
+    changes at M = 32, so suffixes of up to 32 rows must differ from the full call."""
+    mismatched, count = _suffix_mismatches(n, k, CPU_FULL_M, CPU_SUFFIX_M, "bf16", device,
+                                           control_linear(device))
+    print(f"{count} suffix comparisons, {len(mismatched)} mismatching: {mismatched}")
+    assert {m for m in CPU_SUFFIX_M if m <= 32} <= set(mismatched)
+
+
+def _stress_layer(n, k, m, device, dtype="bf16"):
+    problem, x = stress_operands(n, k, m, device=device, dtype=dtype, bias=True)
+    return problem, x, quantize_fp8(x, problem.input_scale)
+
+
+def _gemm(a, problem, config):
+    return fp8_scaled_mm(a, problem.weight, problem.input_scale, problem.weight_scale,
+                         problem.bias, config=config)
+
+
+@pytest.mark.parametrize("n,k", CPU_SHAPES)
 def test_two_and_three_stage_pipelines_bit_exact(n, k, device):
-    x = make_activations(50, k, device=device)
-    layer = make_fp8_linear(n, k, bias_dtype=torch.bfloat16, device=device, calibration=x)
-    args = (x, layer.weight, layer.weight_scale, layer.input_scale, layer.bias)
+    problem, x, _ = _stress_layer(n, k, 50, device)
+    args = (x, *problem.args())
     assert torch.equal(fp8_linear(*args, num_stages=2), fp8_linear(*args, num_stages=3))
 
 
-@pytest.mark.parametrize("split_k", [2, 3])
+@pytest.mark.parametrize("split_k", [2, 3, 4])
 def test_workspace_and_single_pass_split_k_bit_exact(split_k, device):
     """The two launch shapes of one split-K schedule compute identical arithmetic."""
-    x = make_activations(40, 512, device=device)
-    layer = make_fp8_linear(64, 512, bias_dtype=torch.bfloat16, device=device, calibration=x)
-    a = quantize_fp8(x, layer.input_scale)
+    problem, _, a = _stress_layer(64, 512, 40, device)
     base = shipped_policy("sm120").select(40, 64, 512)
-    outs = [fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale, layer.bias,
-                          config=replace(base, block_k=64, split_k=split_k, use_workspace=ws))
+    outs = [_gemm(a, problem, replace(base, block_k=64, split_k=split_k, use_workspace=ws))
             for ws in (False, True)]
     assert torch.equal(outs[0], outs[1])
 
 
-def _split_k_with_rounded_partials(a, layer, splits):
-    """A schedule some vendor GEMMs use for small M: K halves summed separately, each
-    partial rounded to the output dtype before the fix-up add."""
-    k = a.shape[1]
-    bounds = [k * i // splits for i in range(splits + 1)]
-    partials = [fp8_scaled_mm(a[:, lo:hi].contiguous(), layer.weight[:, lo:hi].contiguous(),
-                              layer.input_scale, layer.weight_scale).float()
-                for lo, hi in zip(bounds, bounds[1:])]
-    return sum(partials).to(torch.bfloat16)
-
-
-def test_schedule_change_is_detected_by_bit_comparison(device):
-    """Positive control for the comparisons above: products of FP8 values are exact in
-    fp32 and short fp32 sums of them often are too, so a regrouping of the fp32 sum alone
-    may change no output bit; a schedule that rounds partial sums does, and must be seen."""
-    x = make_activations(40, 512, device=device)
-    layer = make_fp8_linear(64, 512, device=device, calibration=x)
-    a = quantize_fp8(x, layer.input_scale)
-    assert not torch.equal(_split_k_with_rounded_partials(a, layer, 1),
-                           _split_k_with_rounded_partials(a, layer, 2))
+def test_launch_shape_comparison_flags_another_split(device):
+    """Counterpart of the kernel-against-kernel comparisons in this file: on these inputs a
+    3-way split and a 4-way split of the same K differ, so a launch shape that split or
+    combined differently from its partner would be flagged."""
+    problem, _, a = _stress_layer(64, 512, 40, device)
+    base = replace(shipped_policy("sm120").select(40, 64, 512), block_k=64,
+                   use_workspace=True)
+    assert not torch.equal(_gemm(a, problem, replace(base, split_k=3)),
+                           _gemm(a, problem, replace(base, split_k=4)))
 
 
 @pytest.mark.parametrize("value,expected", [(float("inf"), 448.0), (-float("inf"), -448.0),
@@ -188,8 +208,8 @@ def test_nan_row_poisons_only_its_own_row():
 @pytest.mark.parametrize("shape", list(GPU_SHAPES), ids=list(GPU_SHAPES))
 def test_gpu_suffix_rows_bit_exact_inside_4097_row_call(shape, stages):
     n, k = GPU_SHAPES[shape]
-    mismatched, count = _suffix_mismatches(n, k, GPU_FULL_M, GPU_SUFFIX_M, torch.bfloat16,
-                                           "cuda", num_stages=stages)
+    mismatched, count = _suffix_mismatches(n, k, GPU_FULL_M, GPU_SUFFIX_M, "bf16", "cuda",
+                                           det_suite_linear(num_stages=stages))
     print(f"{shape} {stages}-stage: {count} suffix comparisons, {len(mismatched)} mismatching")
     assert mismatched == []
 
@@ -210,8 +230,8 @@ def test_gpu_seed_table_m_dependence_is_detected_on_sm90():
     """Positive control on Hopper: the seed's table mixes mma.sync and wgmma there."""
     if torch.cuda.get_device_capability() != (9, 0):
         pytest.skip("the seed table's M dependence is specific to SM90")
-    mismatched, _ = _suffix_mismatches(4096, 12288, GPU_FULL_M, (1, 16, 32), torch.bfloat16,
-                                       "cuda", policy=shipped_policy("sm120"))
+    mismatched, _ = _suffix_mismatches(4096, 12288, GPU_FULL_M, (1, 16, 32), "bf16", "cuda",
+                                       det_suite_linear(policy=shipped_policy("sm120")))
     assert mismatched, "the seed's BLOCK_M 16/32 tiles should differ from BLOCK_M 128 on SM90"
 
 
@@ -221,37 +241,30 @@ def test_gpu_seed_table_m_dependence_is_detected_on_sm90():
                                  pytest.param(64, 512, id="n64-k512")])
 def test_tma_and_pointer_loads_bit_exact(n, k, split_k, use_workspace, device):
     """TMA changes how tiles are fetched, never the arithmetic (zero fill == masked loads)."""
-    x = make_activations(70, k, device=device)
-    layer = make_fp8_linear(n, k, bias_dtype=torch.bfloat16, device=device, calibration=x)
-    a = quantize_fp8(x, layer.input_scale)
+    problem, _, a = _stress_layer(n, k, 70, device)
     base = replace(shipped_policy("sm90").select(70, n, k), block_k=64, split_k=split_k,
                    use_workspace=use_workspace)
-    outs = [fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale, layer.bias,
-                          config=replace(base, use_tma=tma)) for tma in (False, True)]
+    outs = [_gemm(a, problem, replace(base, use_tma=tma)) for tma in (False, True)]
     assert torch.equal(outs[0], outs[1])
 
 
+@pytest.mark.parametrize("split_k", [3, 4], ids=["split3", "split4"])
 @pytest.mark.parametrize("fixup", ["fused", "second-kernel"])
 @pytest.mark.parametrize("tma", [False, True], ids=["pointer", "tma"])
-def test_split_k_fixup_variants_bit_exact_with_single_pass(fixup, tma, device):
+def test_split_k_fixup_variants_bit_exact_with_single_pass(fixup, tma, split_k, device):
     """Last-arriving-program fix-up, separate reduction kernel and in-register chunk loop
     are three launch shapes of one schedule."""
-    x = make_activations(40, 512, device=device)
-    layer = make_fp8_linear(96, 512, bias_dtype=torch.bfloat16, device=device, calibration=x)
-    a = quantize_fp8(x, layer.input_scale)
-    base = replace(shipped_policy("sm90").select(40, 96, 512), block_k=64, split_k=3,
+    problem, _, a = _stress_layer(96, 512, 40, device)
+    base = replace(shipped_policy("sm90").select(40, 96, 512), block_k=64, split_k=split_k,
                    use_tma=tma)
-    single = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale, layer.bias,
-                           config=replace(base, use_workspace=False))
-    split = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale, layer.bias,
-                          config=replace(base, use_workspace=True,
-                                         fused_fixup=fixup == "fused"))
+    single = _gemm(a, problem, replace(base, use_workspace=False))
+    split = _gemm(a, problem, replace(base, use_workspace=True, fused_fixup=fixup == "fused"))
     assert torch.equal(single, split)
 
 
 @pytest.mark.parametrize("split_k,use_workspace,fused", [
-    (1, False, True), (2, False, True), (2, True, True), (2, True, False)],
-    ids=["unsplit", "split2-single-pass", "split2-fused-fixup", "split2-reduce-kernel"])
+    (1, False, True), (3, False, True), (3, True, True), (3, True, False)],
+    ids=["unsplit", "split3-single-pass", "split3-fused-fixup", "split3-reduce-kernel"])
 @pytest.mark.parametrize("m", [1, 5, 17, 40])
 @pytest.mark.parametrize("n,k", [pytest.param(96, 80, id="n96-k80-tail"),
                                  pytest.param(64, 512, id="n64-k512")])
@@ -260,16 +273,12 @@ def test_swapped_operands_bit_exact_with_unswapped(n, k, m, split_k, use_workspa
     """A swapped tile (weight on the MMA's row side, BLOCK_M tokens on its narrow side)
     gives the unswapped tile's bits. On a GPU this is the claim about the MMA unit the
     sm90 table relies on; under the interpreter it checks indexing, masks and transposes."""
-    x = make_activations(m, k, device=device)
-    layer = make_fp8_linear(n, k, bias_dtype=torch.bfloat16, device=device, calibration=x)
-    a = quantize_fp8(x, layer.input_scale)
+    problem, _, a = _stress_layer(n, k, m, device)
     base = replace(shipped_policy("sm90").select(200, n, k), block_k=64, block_n=64,
                    split_k=split_k, use_workspace=use_workspace, fused_fixup=fused,
                    use_tma=True)
-    unswapped = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
-                              layer.bias, config=replace(base, block_m=64))
-    swapped = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
-                            layer.bias, config=replace(base, block_m=16, swap_ab=True))
+    unswapped = _gemm(a, problem, replace(base, block_m=64))
+    swapped = _gemm(a, problem, replace(base, block_m=16, swap_ab=True))
     assert torch.equal(swapped, unswapped)
 
 
@@ -285,14 +294,11 @@ def test_swapped_tile_on_unaligned_operands_runs_the_64_row_pointer_kernel(devic
     assert kernel.kernel == "fp8_scaled_mm_kernel"
     assert dict(kernel.constexprs)["BLOCK_M"] == 64
 
-    x = make_activations(3, 256, device=device)
-    layer = make_fp8_linear(64, 256, device=device, calibration=x)
-    a = quantize_fp8(x, layer.input_scale)
+    problem, _, a = _stress_layer(64, 256, 3, device)
     backing = torch.empty(a.numel() + 1, dtype=a.dtype, device=device)
     unaligned = backing[1:].view_as(a)  # base off the 16-byte grid: TMA impossible
     unaligned.copy_(a)
-    outs = [fp8_scaled_mm(t, layer.weight, layer.input_scale, layer.weight_scale,
-                          config=config) for t in (a, unaligned)]
+    outs = [_gemm(t, problem, config) for t in (a, unaligned)]
     assert torch.equal(outs[0], outs[1])
 
 
@@ -307,39 +313,100 @@ def test_pdl_flag_reaches_kernel_and_launch_option(use_pdl):
         assert dict(gemm.options)["launch_pdl"] is use_pdl
 
 
-@pytest.mark.gpu
-@pytest.mark.sm90
-@pytest.mark.graph
-def test_gpu_pdl_launch_is_bit_exact_and_replays_in_a_graph():
-    """Programmatic dependent launch moves the launch, never the arithmetic: the same bits
-    eagerly and from a CUDA Graph of back-to-back calls (where launches overlap)."""
-    n, k = GPU_SHAPES["qwen3-8b-o"]
-    x = make_activations(8, k, device="cuda")
-    layer = make_fp8_linear(n, k, device="cuda", calibration=x)
-    a = quantize_fp8(x, layer.input_scale)
-    config = shipped_policy("sm90").select(8, n, k)
-    plain = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
-                          config=replace(config, use_pdl=False))
-    pdl_config = replace(config, use_pdl=True)
-    eager = fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
-                          config=pdl_config)
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):
-        outs = [fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
-                              config=pdl_config) for _ in range(4)]
-    graph.replay()
+PDL_FAMILIES = [pytest.param("sm90", marks=pytest.mark.sm90, id="sm90"),
+                pytest.param("sm120", marks=pytest.mark.sm120, id="sm120")]
+PDL_CHAIN_REPLAYS = 20
+
+
+class PdlChain:
+    """Kernels that each read or overwrite what the kernel before them wrote, launched back
+    to back: quantize -> a slow GEMM -> a fast GEMM whose bias is the slow one's output row
+    -> a large GEMM and a small one writing the same rows of one buffer -> quantize of the
+    fast GEMM's output -> a GEMM of it. With PDL a GEMM may start while its predecessor
+    runs; only its griddepcontrol.wait orders it, and a missing wait shows as a stale bias,
+    a lost write or a stale input."""
+
+    def __init__(self, family: str, use_pdl: bool):
+        from det_suite.policy import shipped_policy as table
+
+        self.policy = table(family)
+        self.use_pdl = use_pdl
+        self.slow, x_slow = stress_operands(4096, 12288, 8, device="cuda", seed=1)
+        self.fast, x_fast = stress_operands(4096, 4096, 8, device="cuda", seed=2)
+        self.big, x_big = stress_operands(4096, 4096, 2048, device="cuda", seed=3)
+        self.inputs = (x_slow, x_fast, x_big)
+        self.shared = torch.empty(2048, 4096, dtype=torch.bfloat16, device="cuda")
+        self.outputs = {}
+
+    def _gemm(self, a, layer, out, bias=None):
+        from det_suite.ops import launch_fp8_gemm, validate_scale
+
+        config = replace(self.policy.select(a.shape[0], layer.n, layer.k), use_pdl=self.use_pdl)
+        return launch_fp8_gemm(a, layer.weight.t(), validate_scale(layer.input_scale, "a"),
+                               validate_scale(layer.weight_scale, "b"), bias, out, config)
+
+    def run(self) -> dict:
+        x_slow, x_fast, x_big = self.inputs
+        q_slow = quantize_fp8(x_slow, self.slow.input_scale)
+        q_fast = quantize_fp8(x_fast, self.fast.input_scale)
+        q_big = quantize_fp8(x_big, self.big.input_scale)
+        slow = self._gemm(q_slow, self.slow, torch.empty(8, 4096, dtype=torch.bfloat16,
+                                                         device="cuda"))
+        fast = self._gemm(q_fast, self.fast, torch.empty_like(slow), bias=slow[0])
+        self._gemm(q_big, self.big, self.shared)
+        self._gemm(q_fast, self.fast, self.shared[:8])
+        q_next = quantize_fp8(fast, self.fast.input_scale)
+        last = self._gemm(q_next, self.fast, torch.empty_like(slow))
+        self.outputs = {"slow": slow, "fast(bias=slow)": fast, "shared": self.shared,
+                        "after-quantize": last}
+        return self.outputs
+
+    def poison(self) -> None:
+        for out in self.outputs.values():
+            out.fill_(float("nan"))
+
+
+def _stepwise_reference(family):
+    """The chain with PDL off and a synchronize after every kernel."""
+    chain = PdlChain(family, use_pdl=False)
+    outs = chain.run()
     torch.cuda.synchronize()
-    assert torch.equal(eager, plain)
-    assert all(torch.equal(out, plain) for out in outs)
+    return {name: out.clone() for name, out in outs.items()}
+
+
+@pytest.mark.gpu
+@pytest.mark.graph
+@pytest.mark.parametrize("family", PDL_FAMILIES)
+@pytest.mark.parametrize("mode", ["eager", "graph"])
+def test_gpu_pdl_chain_sees_what_each_previous_kernel_wrote(family, mode):
+    expected = _stepwise_reference(family)
+    chain = PdlChain(family, use_pdl=True)
+    chain.run()  # compiles, allocates the split-K counters and validates the scales
+    torch.cuda.synchronize()
+    if mode == "graph":
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outs = chain.run()
+    wrong = []
+    for replay in range(PDL_CHAIN_REPLAYS):
+        chain.poison()  # a kernel that reads before its predecessor wrote sees NaN
+        if mode == "graph":
+            graph.replay()
+        else:
+            outs = chain.run()
+        torch.cuda.synchronize()
+        wrong += [f"{name} (replay {replay})" for name, out in outs.items()
+                  if not torch.equal(out, expected[name])]
+    print(f"{PDL_CHAIN_REPLAYS * len(expected)} bit-exact comparisons, {len(wrong)} differ")
+    assert wrong == []
 
 
 def test_pdl_tile_gives_the_plain_tiles_bits(device):
     """A PDL tile (SM90 decode) gives the plain tile's bits; under the CPU interpreter it
-    runs without the launch attribute (the interpreter has no grid dependencies)."""
-    x = make_activations(3, 256, device=device)
-    layer = make_fp8_linear(64, 256, device=device, calibration=x)
-    a = quantize_fp8(x, layer.input_scale)
+    runs without the launch attribute or the wait: it executes grids one after another and
+    has no griddepcontrol, so the wait's place is checked in the PTX instead
+    (test_ptx_grid_dependency.py) and the race on the GPU (the PDL chain test above)."""
+    problem, _, a = _stress_layer(64, 256, 3, device)
     config = replace(shipped_policy("sm90").select(1, 4096, 4096), block_k=128)
-    outs = [fp8_scaled_mm(a, layer.weight, layer.input_scale, layer.weight_scale,
-                          config=replace(config, use_pdl=pdl)) for pdl in (True, False)]
+    outs = [_gemm(a, problem, replace(config, use_pdl=pdl)) for pdl in (True, False)]
     assert torch.equal(outs[0], outs[1])

@@ -1,10 +1,12 @@
 """On the CPU, make the Triton interpreter compute what a GPU computes, bit for bit.
 
-Two of the interpreter's numerics differ from every GPU's, and `gpu_faithful_interpreter()`
-replaces both for as long as it is active:
+Three of the interpreter's numerics differ from every GPU's, and `gpu_faithful_interpreter()`
+replaces them for as long as it is active:
 
 1. tl.dot (below): numpy's matmul is not row-count invariant.
-2. fp32 -> bf16 casts: Triton 3.6's interpreter truncates the mantissa (round toward zero),
+2. FP8 NaN in tl.dot: the interpreter widens e4m3fn to fp16 with no NaN case (0x7f becomes
+   480.0); the replacement keeps it NaN, so a NaN activation poisons its row as on a GPU.
+3. fp32 -> bf16 casts: Triton 3.6's interpreter truncates the mantissa (round toward zero),
    where the GPU's `cvt.rn.bf16.f32` rounds to nearest even; half the BF16 outputs of a CPU
    run would be one ulp off the GPU's and off torch's. The replacement rounds to nearest
    even with a carry into the exponent and keeps NaN a (quiet) NaN, as the GPU does.
@@ -73,6 +75,17 @@ def round_fp32_to_bf16_bits(data: np.ndarray) -> np.ndarray:
     return np.where(is_nan, quiet_nan, rounded)
 
 
+def _widen_fp8(interpreter, data: np.ndarray, dtype) -> np.ndarray:
+    """FP8 storage widened to FP16 as the interpreter does (exact for finite values), with
+    e4m3fn's NaN (0x7f / 0xff) kept NaN: the interpreter's conversion has no NaN case and
+    turns it into 480.0, so a NaN activation would give a finite output row on the CPU."""
+    widened = interpreter._convert_float(data, dtype, interpreter.tl.float16, None).view(
+        np.float16)
+    if dtype == interpreter.tl.float8e4nv:
+        widened = np.where((data.view(np.uint8) & 0x7F) == 0x7F, np.float16(np.nan), widened)
+    return widened
+
+
 @contextmanager
 def gpu_faithful_interpreter():
     """Yields True while the ordered dot and the bf16 rounding are installed; False (and
@@ -93,10 +106,8 @@ def gpu_faithful_interpreter():
         # As the interpreter does: FP8 storage is widened to FP16 first (exactly).
         if (a.dtype.primitive_bitwidth == 8 and a.dtype.is_floating()) or \
                 (b.dtype.primitive_bitwidth == 8 and b.dtype.is_floating()):
-            a_data = interpreter._convert_float(a_data, a.dtype, tl.float16, None).view(
-                np.float16)
-            b_data = interpreter._convert_float(b_data, b.dtype, tl.float16, None).view(
-                np.float16)
+            a_data = _widen_fp8(interpreter, a_data, a.dtype)
+            b_data = _widen_fp8(interpreter, b_data, b.dtype)
         product = _ordered_product(a_data, b_data, acc_dtype)
         return interpreter.TensorHandle(product + d.data, d.dtype.scalar)
 

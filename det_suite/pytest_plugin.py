@@ -35,10 +35,29 @@ Behaviour
   theirs), and every GPU test that ran under a table foreign to the GPU gets the user
   property ``diagnostic_arch_as`` and is listed under "DIAGNOSTIC (not a pass on FAMILY
   hardware)".
-* ``--det-require=MARKER[,MARKER]`` turns "not run because of MARKER" into a failed run
-  (exit code 1), so a GPU workflow on a runner that lost its GPU cannot go green by
-  skipping everything.
-* Exit code 5 (no tests collected) is left as pytest reports it.
+* ``--det-require=MARKER[,MARKER]`` makes a run that did not test MARKER fail (exit code 1
+  when the run is otherwise green), so a GPU workflow on a runner that lost its GPU, or
+  whose command line lost its GPU tests, cannot go green. The rule: a required marker
+  counts as met only if at least one test carrying it was collected, and every collected
+  test carrying it was selected (not deselected, not excluded by -m), ran, and passed (or
+  failed -- a failure already fails the run) on the real hardware, not in diagnosis mode.
+  So each of these leaves it unmet, and the summary lists the tests under that reason:
+  deselected (``-k``, ``--deselect``, a plugin), excluded by ``-m``, skipped at run time
+  (``pytest.skip``, a skip/skipif mark, a fixture), xfailed, not run (hardware: skipped by
+  the marker check for a required marker), diagnostic (ran under a foreign tile table),
+  collected but never reported, and "no test carrying MARKER was collected". One exception
+  keeps the rule usable on one machine: a test skipped by the marker check only for a
+  marker that is *not* required (a ``gpu`` + ``sm120`` test on an H200 with
+  ``--det-require=gpu,sm90``) is out of scope; it is counted under "det-suite: not run"
+  and named in the "met" line, and it meets nothing: a marker none of whose tests ran is
+  unmet. When met, the summary says "det-suite: --det-require=M: met: N tests ran and
+  passed on MACHINE". ``--collect-only`` runs nothing, so the requirement is not checked.
+  Under pytest-xdist, collection and deselection happen on the workers: each worker sends
+  the required tests it collected and deselected through ``config.workeroutput``, the
+  controller merges them in ``pytest_testnodedown`` and judges them with the reports
+  (which carry the user properties) it receives in ``pytest_runtest_logreport``.
+* Exit code 5 (no tests collected) is left as pytest reports it, with or without
+  ``--det-require``: an empty run stays a failure by code 5.
 """
 
 from __future__ import annotations
@@ -49,6 +68,7 @@ import os
 import sys
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 import pytest
 
@@ -58,6 +78,8 @@ ENTRY_POINT_NAME = "det_suite"
 SESSION_PLUGIN_NAME = "det_suite_session"
 NOT_RUN_PROPERTY = "det_suite_not_run"
 DIAGNOSTIC_PROPERTY = "diagnostic_arch_as"
+# config.workeroutput key: the required tests an xdist worker collected and deselected.
+REQUIRED_WORKEROUTPUT = "det_suite_required"
 INTERPRET_ENV = "TRITON_INTERPRET"
 
 MARKERS = {
@@ -134,8 +156,13 @@ def pytest_addoption(parser) -> None:
                          + ", ".join(arch.KNOWN_FAMILIES))
     group.addoption("--det-require", metavar="MARKERS", type=_marker_list_argument,
                     default=(),
-                    help="comma-separated markers whose tests must run: a test skipped "
-                         "because of one of them fails the run (exit code 1)")
+                    help="comma-separated markers whose tests must run here: the run "
+                         "fails (exit code 1) unless, for each marker, at least one test "
+                         "carrying it was collected and every such test was selected (not "
+                         "deselected, not excluded by -m) and ran (not skipped, not "
+                         "xfailed) on this machine's own hardware, outside diagnosis mode; "
+                         "a test failure fails the run by itself, and a test skipped only "
+                         "for a marker that is not required is left out")
 
 
 # ------------------------------------------------------------------ requirements
@@ -149,6 +176,7 @@ class Settings:
     arch_as: str | None        # forced tile family, None outside diagnosis mode
     arch_as_source: str | None  # "--det-arch-as" or "DET_SUITE_ARCH"
     require: tuple[str, ...]
+    markexpr: str = ""         # -m, to say "excluded by -m EXPR"
 
 
 def _found(snap: hardware.Snapshot) -> str:
@@ -260,7 +288,8 @@ def pytest_configure(config) -> None:
     settings = Settings(run_slow=config.getoption("run_slow"),
                         run_perf=config.getoption("run_perf"),
                         arch_as=arch_as, arch_as_source=source,
-                        require=tuple(config.getoption("det_require")))
+                        require=tuple(config.getoption("det_require")),
+                        markexpr=config.getoption("markexpr") or "")
     config.pluginmanager.register(RunState(settings), SESSION_PLUGIN_NAME)
     _enter_fixed_order_dot(config)
 
@@ -297,7 +326,13 @@ class RunState:
     settings: Settings
     not_run: dict[str, list[str]] = field(default_factory=dict)  # nodeid -> reasons
     diagnostic: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, outcome)
+    # --det-require bookkeeping; collected and deselected arrive from xdist workers too.
+    required: dict[str, tuple[str, ...]] = field(default_factory=dict)  # nodeid -> markers
+    deselected: dict[str, str] = field(default_factory=dict)  # nodeid -> EXCLUDED_BY_M | ...
+    seen: dict[str, Seen] = field(default_factory=dict)  # nodeid -> what its reports said
     _saved_arch_env: tuple[bool, str | None] | None = None
+    _verdict: Verdict | None = None
+    _exit_set_by_require: bool = False
 
     def __post_init__(self) -> None:
         if self.settings.arch_as_source == "--det-arch-as":
@@ -339,10 +374,13 @@ class RunState:
 
     def pytest_collection_modifyitems(self, items) -> None:
         # A skip mark (rather than pytest.skip in setup) makes -ra point at the test, and
-        # nothing of the test (fixtures included) runs.
+        # nothing of the test (fixtures included) runs. Registered at configure, this runs
+        # before pytest's own -m, -k and --deselect (those reach pytest_deselected).
         snap = hardware.current()
         for item in items:
             self._mark(item, snap)
+            if markers := self._required_markers(item):
+                self.required[item.nodeid] = markers
 
     def _mark(self, item, snap: hardware.Snapshot) -> None:
         reasons = unmet_requirements(item, snap, self.settings)
@@ -351,6 +389,37 @@ class RunState:
             item.add_marker(pytest.mark.skip(reason="; ".join(reasons)))
         elif _runs_under_foreign_table(item, snap, self.settings):
             item.user_properties.append((DIAGNOSTIC_PROPERTY, self.settings.arch_as))
+
+    # -- --det-require: what was collected and deselected (on xdist workers, sent home)
+
+    def _required_markers(self, item) -> tuple[str, ...]:
+        return tuple(marker for marker in self.settings.require
+                     if item.get_closest_marker(marker) is not None)
+
+    def pytest_deselected(self, items) -> None:
+        markexpr = self.settings.markexpr
+        for item in items:
+            if markers := self._required_markers(item):
+                self.required[item.nodeid] = markers
+                excluded = markexpr and _excluded_by_mark_expression(item, markexpr)
+                self.deselected[item.nodeid] = EXCLUDED_BY_M if excluded else DESELECTED
+
+    def pytest_collection_finish(self, session) -> None:
+        workeroutput = getattr(session.config, "workeroutput", None)
+        if workeroutput is not None and self.settings.require:
+            # An xdist worker: the controller collects nothing, so tell it what we saw.
+            workeroutput[REQUIRED_WORKEROUTPUT] = {
+                "required": {nodeid: list(markers) for nodeid, markers in self.required.items()},
+                "deselected": dict(self.deselected)}
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node, error) -> None:
+        # xdist controller: every worker collects every test, so the union is the run's.
+        sent = getattr(node, "workeroutput", {}).get(REQUIRED_WORKEROUTPUT)
+        if sent:
+            self.required.update((nodeid, tuple(markers))
+                                 for nodeid, markers in sent["required"].items())
+            self.deselected.update(sent["deselected"])
 
     # -- bookkeeping (on the xdist controller too: reports carry the properties)
 
@@ -364,28 +433,199 @@ class RunState:
         if ran and any(name == DIAGNOSTIC_PROPERTY for name, _ in properties):
             outcome = "error" if report.when == "setup" else report.outcome
             self.diagnostic.append((report.nodeid, outcome))
+        if self.settings.require:
+            # Under xdist the controller learns which tests are required only when a worker
+            # goes down, so every test's outcome is kept (a few words each).
+            self.seen.setdefault(report.nodeid, Seen()).add(report)
 
-    def required_not_run(self) -> dict[str, list[str]]:
-        required = self.settings.require
-        return {nodeid: reasons for nodeid, reasons in self.not_run.items()
-                if any(reason.split(":", 1)[0] in required for reason in reasons)}
+    def verdict(self) -> Verdict:
+        if self._verdict is None:
+            self._verdict = judge(self.settings.require, self.required, self.deselected,
+                                  self.seen)
+        return self._verdict
+
+    def _judges(self, config) -> bool:
+        """The requirement is judged by the process that sees every test: not a worker."""
+        return (bool(self.settings.require) and not hasattr(config, "workerinput")
+                and not config.getoption("collectonly"))
 
     @pytest.hookimpl(trylast=True)
     def pytest_sessionfinish(self, session, exitstatus) -> None:
         # Only an otherwise green run is turned red; 5 (nothing collected) and real
         # failures keep pytest's own code.
-        if self.required_not_run() and session.exitstatus == pytest.ExitCode.OK:
+        if not self._judges(session.config):
+            return
+        if not self.verdict().met and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            self._exit_set_by_require = True
 
     # -- summary
 
-    def pytest_terminal_summary(self, terminalreporter) -> None:
+    def pytest_terminal_summary(self, terminalreporter, exitstatus) -> None:
         if self.not_run:
             _write_not_run(terminalreporter, self.not_run)
         if self.settings.require:
-            _write_required(terminalreporter, self.settings.require, self.required_not_run())
+            if self._judges(terminalreporter.config):
+                _write_required(terminalreporter, self.settings, self.verdict(),
+                                exitstatus, self._exit_set_by_require)
+            elif terminalreporter.config.getoption("collectonly"):
+                terminalreporter.write_line(
+                    f"det-suite: --det-require={','.join(self.settings.require)}: not "
+                    "checked (--collect-only runs no test)")
         if self.diagnostic:
             _write_diagnostic(terminalreporter, self.settings.arch_as, self.diagnostic)
+
+
+# ------------------------------------------------------------------ --det-require verdict
+
+# Why a required test did not meet the requirement, in the order the summary lists them.
+DESELECTED = "deselected"
+EXCLUDED_BY_M = "excluded by -m"
+SKIPPED = "skipped at run time"
+XFAILED = "xfailed"
+HARDWARE = "not run (hardware)"
+DIAGNOSTIC = "diagnostic"
+NOT_REPORTED = "not reported"
+UNMET_REASONS = (DESELECTED, EXCLUDED_BY_M, SKIPPED, XFAILED, HARDWARE, DIAGNOSTIC,
+                 NOT_REPORTED)
+# Statuses that are not a reason: the test ran, or is out of the requirement's scope.
+PASSED, FAILED, OTHER_MARKER = "passed", "failed", "skipped for a marker not required"
+
+
+def _excluded_by_mark_expression(item, markexpr: str) -> bool:
+    """Whether `item` fails the -m expression (else -k, --deselect or a plugin removed it).
+    pytest keeps its expression parser private; without it, say "deselected"."""
+    try:
+        from _pytest.mark.expression import Expression
+
+        expression = Expression.compile(markexpr)
+    except (ImportError, SyntaxError):
+        return False
+    missing = object()
+
+    def matches(name: str, /, **kwargs) -> bool:
+        return any(mark.name == name and all(mark.kwargs.get(key, missing) == value
+                                             for key, value in kwargs.items())
+                   for mark in item.iter_markers())
+
+    return not expression.evaluate(matches)
+
+
+def _skip_text(report) -> str:
+    longrepr = report.longrepr
+    return longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else ""
+
+
+@dataclass
+class Seen:
+    """What the setup, call and teardown reports of one test said (on any process)."""
+
+    not_run: list[str] | None = None  # det-suite's marker skip: 'marker: reason' each
+    skipped: str | None = None        # any other skip: its reason
+    xfailed: str | None = None        # its xfail reason
+    diagnostic: str | None = None     # outcome of a run under a foreign tile table
+    failed: bool = False
+    passed: bool = False              # the call passed (an XPASS too: the body succeeded)
+
+    def add(self, report) -> None:
+        properties = report.user_properties
+        if report.skipped:
+            own = [value for name, value in properties if name == NOT_RUN_PROPERTY]
+            if hasattr(report, "wasxfail"):
+                self.xfailed = report.wasxfail
+            elif own:
+                self.not_run = own
+            else:
+                self.skipped = _skip_text(report)
+            return
+        if report.failed:
+            self.failed = True
+        elif report.when == "call":
+            self.passed = True
+        ran = report.when == "call" or (report.when == "setup" and report.failed)
+        if ran and any(name == DIAGNOSTIC_PROPERTY for name, _ in properties):
+            self.diagnostic = "error" if report.when == "setup" else report.outcome
+
+
+class Unmet(NamedTuple):
+    nodeid: str
+    detail: str
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """--det-require judged: per marker a status line, per reason the tests."""
+
+    met: bool
+    markers: dict[str, str]                 # marker -> what happened to its tests
+    unmet: dict[str, list[Unmet]]           # reason (UNMET_REASONS) -> tests, sorted
+    passed: int                             # required tests that ran and passed
+    failed: int                             # required tests that ran and failed
+    other_marker: dict[str, list[str]]      # out of scope: nodeid -> det-suite reasons
+
+
+def _status(nodeid: str, require: tuple[str, ...], deselected: dict[str, str],
+            seen: dict[str, Seen]) -> tuple[str, str]:
+    """(status, detail) of one required test: PASSED, FAILED, OTHER_MARKER or a reason."""
+    if nodeid in deselected:
+        return deselected[nodeid], ""
+    record = seen.get(nodeid)
+    if record is None:
+        return NOT_REPORTED, ""
+    if record.not_run is not None:
+        detail = "; ".join(record.not_run)
+        if any(reason.split(":", 1)[0] in require for reason in record.not_run):
+            return HARDWARE, detail
+        return OTHER_MARKER, detail
+    if record.xfailed is not None:
+        return XFAILED, record.xfailed
+    if record.skipped is not None:
+        return SKIPPED, record.skipped
+    if record.diagnostic is not None:
+        return DIAGNOSTIC, record.diagnostic
+    if record.failed:
+        return FAILED, ""
+    if record.passed:
+        return PASSED, ""
+    return NOT_REPORTED, ""
+
+
+def judge(require: tuple[str, ...], required: dict[str, tuple[str, ...]],
+          deselected: dict[str, str], seen: dict[str, Seen]) -> Verdict:
+    status = {nodeid: _status(nodeid, require, deselected, seen) for nodeid in required}
+    unmet: dict[str, dict[str, str]] = {}
+    markers: dict[str, str] = {}
+    for marker in require:
+        tests = sorted(nodeid for nodeid, carried in required.items() if marker in carried)
+        bad = [nodeid for nodeid in tests if status[nodeid][0] in UNMET_REASONS]
+        ran = [nodeid for nodeid in tests if status[nodeid][0] in (PASSED, FAILED)]
+        if not tests:
+            markers[marker] = f"no test carrying {marker} was collected"
+            continue
+        if not bad and not ran:
+            # Every one skipped for another marker: nothing carrying this one was tested.
+            markers[marker] = (f"no test carrying {marker} ran: {_tests(len(tests))} "
+                               "skipped for markers not required")
+            bad = tests
+        elif bad:
+            markers[marker] = (f"{len(bad)} of {_tests(len(tests))} carrying {marker} did "
+                               "not run and pass")
+        else:
+            failed = sum(1 for nodeid in ran if status[nodeid][0] == FAILED)
+            markers[marker] = (f"met: {_tests(len(ran))} ran"
+                               + (f" ({failed} failed)" if failed else " and passed"))
+        for nodeid in bad:
+            reason, detail = status[nodeid]
+            unmet.setdefault(HARDWARE if reason == OTHER_MARKER else reason, {})[nodeid] = detail
+    return Verdict(
+        met=not unmet and all(text.startswith("met:") for text in markers.values()),
+        markers=markers,
+        unmet={reason: [Unmet(nodeid, detail) for nodeid, detail in sorted(unmet[reason].items())]
+               for reason in UNMET_REASONS if reason in unmet},
+        passed=sum(1 for s, _ in status.values() if s == PASSED),
+        failed=sum(1 for s, _ in status.values() if s == FAILED),
+        other_marker={nodeid: seen[nodeid].not_run for nodeid, (s, _) in status.items()
+                      if s == OTHER_MARKER})
 
 
 # ------------------------------------------------------------------ text
@@ -424,16 +664,71 @@ def _write_not_run(reporter, not_run: dict[str, list[str]]) -> None:
         reporter.write_line(f"  {marker:<{width}}  {count:>4}  {why}")
 
 
-def _write_required(reporter, require: tuple[str, ...], missing: dict[str, list[str]]) -> None:
-    names = ",".join(require)
-    if not missing:
-        reporter.write_line(f"det-suite: --det-require={names}: every such test ran")
+def _tests(count: int) -> str:
+    return f"{count} test" if count == 1 else f"{count} tests"
+
+
+def _reason_heading(reason: str, settings: Settings, machine: str) -> str:
+    if reason == DESELECTED:
+        return "deselected by -k, --deselect or a plugin"
+    if reason == EXCLUDED_BY_M:
+        return f"excluded by -m {settings.markexpr!r}"
+    if reason == SKIPPED:
+        return "skipped at run time, not by det-suite's hardware check"
+    if reason == XFAILED:
+        return "xfailed (an expected failure is not a pass)"
+    if reason == HARDWARE:
+        return f"not run (hardware), skipped by det-suite's marker check on {machine}"
+    if reason == DIAGNOSTIC:
+        family = settings.arch_as
+        return (f"diagnostic, run in diagnosis mode ({settings.arch_as_source}={family}) with "
+                f"the {family} tile table on {machine}, not a pass on any hardware")
+    if reason == NOT_REPORTED:
+        return "not reported (collected, but no result arrived: did the run stop early?)"
+    raise AssertionError(f"no heading written for reason {reason!r}")
+
+
+def _other_marker_note(verdict: Verdict) -> str:
+    if not verdict.other_marker:
+        return ""
+    names = sorted({reason.split(":", 1)[0] for reasons in verdict.other_marker.values()
+                    for reason in reasons})
+    return (f"; {_tests(len(verdict.other_marker))} skipped for markers not required "
+            f"({', '.join(names)}), see \"det-suite: not run\"")
+
+
+def _write_required(reporter, settings: Settings, verdict: Verdict, exitstatus,
+                    set_by_require: bool) -> None:
+    names = ",".join(settings.require)
+    machine = _machine_text(hardware.current())
+    if verdict.met:
+        if verdict.failed:
+            ran = (f"{_tests(verdict.passed + verdict.failed)} ran on {machine}: "
+                   f"{verdict.passed} passed, {verdict.failed} failed (failures fail the run)")
+        else:
+            ran = f"{_tests(verdict.passed)} ran and passed on {machine}"
+        reporter.write_line(f"det-suite: --det-require={names}: met: {ran}"
+                            f"{_other_marker_note(verdict)}")
         return
     reporter.write_sep("=", f"det-suite: --det-require={names} not met", red=True)
-    reporter.write_line(f"{len(missing)} required test(s) did not run; the run fails "
-                        "(exit code 1) even if nothing else did", red=True)
-    for nodeid in sorted(missing):
-        reporter.write_line(f"  {nodeid}")
+    for marker, text in verdict.markers.items():
+        reporter.write_line(f"--det-require={marker}: {text}", red=not text.startswith("met:"))
+    for reason, tests in verdict.unmet.items():
+        reporter.write_line(f"{len(tests)} {_reason_heading(reason, settings, machine)}:")
+        for test in tests:
+            reporter.write_line(f"  {test.nodeid}" + (f"  ({test.detail})" if test.detail else ""))
+    reporter.write_line(_failing_exit_text(exitstatus, set_by_require), red=True)
+
+
+def _failing_exit_text(exitstatus, set_by_require: bool) -> str:
+    # pytest_terminal_summary gets the exit status from before pytest_sessionfinish.
+    if set_by_require:
+        return "the run fails: exit code 1, set by --det-require (nothing else failed)"
+    if exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+        return "the run fails: exit code 5 (no tests collected), as pytest reports it"
+    if exitstatus == pytest.ExitCode.TESTS_FAILED:
+        return "the run fails: exit code 1 (tests failed as well)"
+    return f"the run fails: exit code {int(exitstatus)}"
 
 
 def _write_diagnostic(reporter, family: str, ran: list[tuple[str, str]]) -> None:

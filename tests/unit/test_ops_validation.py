@@ -94,6 +94,7 @@ def test_zero_size_k_is_rejected(layer):
         call(torch.zeros(4, 0, dtype=torch.bfloat16), layer)
 
 
+@pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device to mix devices")
 def test_tensors_on_different_devices_are_rejected(x, layer):
     with pytest.raises(ValueError, match="all tensors must be on one device"):

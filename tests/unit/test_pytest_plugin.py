@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -437,8 +438,8 @@ def test_no_tests_collected_keeps_exit_code_5(pytester, machine):
     pytest.param((), pytest.ExitCode.OK, id="without-require-skips-are-green"),
     pytest.param(("--det-require=gpu",), pytest.ExitCode.TESTS_FAILED,
                  id="required-marker-skipped-fails"),
-    pytest.param(("--det-require=sm90",), pytest.ExitCode.OK,
-                 id="other-marker-required-stays-green"),
+    pytest.param(("--det-require=sm90",), pytest.ExitCode.TESTS_FAILED,
+                 id="required-marker-without-tests-fails"),
     pytest.param(("--det-require=gpu", "-m", "not gpu"), pytest.ExitCode.NO_TESTS_COLLECTED,
                  id="nothing-selected-keeps-5"),
 ])
@@ -447,18 +448,308 @@ def test_det_require_exit_code(pytester, machine, args, exit_code):
     assert run(pytester, *args).ret == exit_code
 
 
-def test_det_require_names_tests_that_did_not_run(pytester, machine):
-    pytester.makepyfile(marked_test("gpu"))
-    run(pytester, "--det-require=gpu").stdout.re_match_lines([
-        r"^=+ det-suite: --det-require=gpu not met =+$",
-        r"^  test_det_require_names_.*\.py::test_it$"])
-
-
 def test_det_require_rejects_unknown_marker(pytester, machine):
     pytester.makepyfile(marked_test("gpu"))
     result = run(pytester, "--det-require=gpu,cuda")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     result.stderr.fnmatch_lines(["*argument --det-require: *unknown: cuda*"])
+
+
+# ------------------------------------------------------------------ --det-require
+
+# Each inner run has one test file: the required test (named REQUIRED) and an unmarked
+# test that passes, so the run is otherwise green and only the requirement can fail it.
+SUITE = "test_suite"
+REQUIRED = "test_suite.py::test_needs_gpu"
+GPU_TEST = "@pytest.mark.gpu\ndef test_needs_gpu():\n    pass\n"
+PLAIN_TEST = "def test_plain():\n    pass\n"
+
+
+def make_suite(pytester, *tests: str) -> None:
+    pytester.makepyfile(**{SUITE: "import pytest\n\n\n" + "\n\n".join(tests)})
+
+
+def unmet_lines(reason: str, detail: str = "",
+                marker_line: str = "1 of 1 test carrying gpu did not run and pass") -> list[str]:
+    """The red --det-require=gpu section, as regexes: title, marker line, reason, test."""
+    test = rf"^  {REQUIRED}" + (rf"  \({detail}\)$" if detail else "$")
+    return [r"^=+ det-suite: --det-require=gpu not met =+$",
+            rf"^--det-require=gpu: {marker_line}$",
+            rf"^1 {reason}:$", test,
+            r"^the run fails: exit code 1, set by --det-require \(nothing else failed\)$"]
+
+
+# (snapshot, required test source, extra args, environment, expected summary lines)
+BYPASSES = [
+    pytest.param(H200, GPU_TEST, ("-m", "not gpu"), {},
+                 unmet_lines(r"excluded by -m 'not gpu'"), id="excluded-by-m"),
+    pytest.param(H200, GPU_TEST, ("-k", "not needs_gpu"), {},
+                 unmet_lines(r"deselected by -k, --deselect or a plugin"), id="deselected-by-k"),
+    pytest.param(H200, GPU_TEST, ("--deselect", REQUIRED), {},
+                 unmet_lines(r"deselected by -k, --deselect or a plugin"),
+                 id="deselected-by-deselect"),
+    pytest.param(H200, "@pytest.mark.gpu\ndef test_needs_gpu():\n"
+                       "    pytest.skip('driver too old')\n", (), {},
+                 unmet_lines(r"skipped at run time, not by det-suite's hardware check",
+                             r"Skipped: driver too old"), id="pytest-skip-in-test"),
+    pytest.param(H200, "@pytest.fixture\ndef driver():\n    pytest.skip('no driver')\n\n\n"
+                       "@pytest.mark.gpu\ndef test_needs_gpu(driver):\n    pass\n", (), {},
+                 unmet_lines(r"skipped at run time, not by det-suite's hardware check",
+                             r"Skipped: no driver"), id="pytest-skip-in-fixture"),
+    pytest.param(H200, "@pytest.mark.gpu\n@pytest.mark.skipif(True, reason='flaky here')\n"
+                       "def test_needs_gpu():\n    pass\n", (), {},
+                 unmet_lines(r"skipped at run time, not by det-suite's hardware check",
+                             r"Skipped: flaky here"), id="skipif-mark"),
+    pytest.param(H200, "@pytest.mark.gpu\n@pytest.mark.xfail(reason='known bug')\n"
+                       "def test_needs_gpu():\n    assert False\n", (), {},
+                 unmet_lines(r"xfailed \(an expected failure is not a pass\)", r"known bug"),
+                 id="xfail-mark"),
+    pytest.param(H200, "@pytest.mark.gpu\ndef test_needs_gpu():\n    pytest.xfail('later')\n",
+                 (), {},
+                 unmet_lines(r"xfailed \(an expected failure is not a pass\)",
+                             r"later"), id="pytest-xfail-in-test"),
+    pytest.param(CPU, GPU_TEST, (), {},
+                 unmet_lines(r"not run \(hardware\), skipped by det-suite's marker check on "
+                             r"CPU, Triton interpreter",
+                             r"gpu: needs a CUDA GPU outside the Triton interpreter; found no "
+                             r"CUDA device \(CPU, Triton interpreter\)"),
+                 id="hardware-skip"),
+    pytest.param(H200, GPU_TEST, ("--det-arch-as=sm120",), {},
+                 unmet_lines(r"diagnostic, run in diagnosis mode \(--det-arch-as=sm120\) with "
+                             r"the sm120 tile table on NVIDIA H200 \(9\.0\), not a pass on any "
+                             r"hardware", "passed"),
+                 id="diagnosis-mode-option"),
+    pytest.param(H200, GPU_TEST, (), {"DET_SUITE_ARCH": "sm120"},
+                 unmet_lines(r"diagnostic, run in diagnosis mode \(DET_SUITE_ARCH=sm120\) with "
+                             r"the sm120 tile table on NVIDIA H200 \(9\.0\), not a pass on any "
+                             r"hardware", "passed"),
+                 id="diagnosis-mode-environment"),
+    pytest.param(H200, GPU_TEST, ("--det-require=gpu,sm120",), {},
+                 [r"^=+ det-suite: --det-require=gpu,sm120 not met =+$",
+                  r"^--det-require=gpu: met: 1 test ran and passed$",
+                  r"^--det-require=sm120: no test carrying sm120 was collected$",
+                  r"^the run fails: exit code 1, set by --det-require \(nothing else failed\)$"],
+                 id="no-test-carries-the-marker"),
+]
+
+
+def run_bypass(pytester, machine, monkeypatch, snapshot, source, args, env):
+    machine(snapshot)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    make_suite(pytester, source, PLAIN_TEST)
+    if not any(arg.startswith("--det-require") for arg in args):
+        args = ("--det-require=gpu", *args)
+    return run(pytester, *args)
+
+
+@pytest.mark.parametrize("snapshot, source, args, env, lines", BYPASSES)
+def test_det_require_bypass_fails_the_otherwise_green_run(pytester, machine, monkeypatch,
+                                                          snapshot, source, args, env, lines):
+    result = run_bypass(pytester, machine, monkeypatch, snapshot, source, args, env)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+
+
+@pytest.mark.parametrize("snapshot, source, args, env, lines", BYPASSES)
+def test_det_require_bypass_is_named_in_the_summary(pytester, machine, monkeypatch,
+                                                    snapshot, source, args, env, lines):
+    result = run_bypass(pytester, machine, monkeypatch, snapshot, source, args, env)
+    result.stdout.re_match_lines(lines, consecutive=True)
+
+
+def test_det_require_met_counts_a_test_carrying_two_required_markers_once(pytester, machine):
+    machine(H200)
+    make_suite(pytester, GPU_TEST, "@pytest.mark.gpu\n@pytest.mark.sm90\n"
+                                   "def test_needs_sm90():\n    pass\n", PLAIN_TEST)
+    result = run(pytester, "--det-require=gpu,sm90")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.re_match_lines([r"^det-suite: --det-require=gpu,sm90: met: 2 tests ran and "
+                                  r"passed on NVIDIA H200 \(9\.0\)$"])
+
+
+def test_det_require_counts_a_failed_test_as_ran(pytester, machine):
+    machine(H200)
+    make_suite(pytester, "@pytest.mark.gpu\ndef test_needs_gpu():\n    assert False\n",
+               PLAIN_TEST)
+    result = run(pytester, "--det-require=gpu")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.re_match_lines([r"^det-suite: --det-require=gpu: met: 1 test ran on NVIDIA "
+                                  r"H200 \(9\.0\): 0 passed, 1 failed \(failures fail the "
+                                  r"run\)$"])
+    result.stdout.no_fnmatch_line("*--det-require=gpu not met*")
+
+
+def test_det_require_own_gpu_family_in_diagnosis_mode_is_met(pytester, machine):
+    machine(RTX_5090)
+    make_suite(pytester, GPU_TEST, PLAIN_TEST)
+    result = run(pytester, "--det-require=gpu", "--det-arch-as=sm120")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["det-suite: --det-require=gpu: met: 1 test ran and passed on "
+                                 "NVIDIA GeForce RTX 5090 (12.0)"])
+
+
+def test_det_require_leaves_out_tests_skipped_for_a_marker_not_required(pytester, machine):
+    # On an H200 a gpu+sm120 test cannot run; only gpu and sm90 are required there.
+    machine(H200)
+    make_suite(pytester, "@pytest.mark.gpu\n@pytest.mark.sm90\ndef test_needs_gpu():\n"
+                         "    pass\n",
+               "@pytest.mark.gpu\n@pytest.mark.sm120\ndef test_needs_sm120():\n    pass\n")
+    result = run(pytester, "--det-require=gpu,sm90")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(['det-suite: --det-require=gpu,sm90: met: 1 test ran and '
+                                 'passed on NVIDIA H200 (9.0); 1 test skipped for markers not '
+                                 'required (sm120), see "det-suite: not run"'])
+
+
+def test_det_require_is_unmet_when_every_test_skipped_for_a_marker_not_required(pytester,
+                                                                               machine):
+    machine(H200)
+    make_suite(pytester, "@pytest.mark.gpu\n@pytest.mark.sm120\ndef test_needs_gpu():\n"
+                         "    pass\n", PLAIN_TEST)
+    result = run(pytester, "--det-require=gpu")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.re_match_lines(unmet_lines(
+        r"not run \(hardware\), skipped by det-suite's marker check on NVIDIA H200 \(9\.0\)",
+        r"sm120: needs an SM12x GPU \(compute capability 12\.x\); found NVIDIA H200 \(9\.0\)",
+        marker_line="no test carrying gpu ran: 1 test skipped for markers not required"),
+        consecutive=True)
+
+
+def test_det_require_names_tests_the_run_stopped_before(pytester, machine):
+    machine(H200)
+    make_suite(pytester, "def test_fails_first():\n    assert False\n", GPU_TEST)
+    result = run(pytester, "--det-require=gpu", "-x")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.re_match_lines([
+        r"^1 not reported \(collected, but no result arrived: did the run stop early\?\):$",
+        rf"^  {REQUIRED}$", r"^the run fails: exit code 1 \(tests failed as well\)$"],
+        consecutive=True)
+
+
+def test_det_require_is_not_checked_by_collect_only(pytester, machine):
+    make_suite(pytester, GPU_TEST)
+    result = run(pytester, "--det-require=gpu", "--collect-only")
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["det-suite: --det-require=gpu: not checked (--collect-only "
+                                 "runs no test)"])
+
+
+# ------------------------------------------------------------------ --det-require, xdist
+# Under xdist the workers collect, deselect and run; the controller judges. Each test below
+# runs in-process and with -n 2 and expects the same words.
+
+WITH_AND_WITHOUT_XDIST = pytest.mark.parametrize(
+    "xdist", [(), ("-p", "xdist", "-n", "2")], ids=["in-process", "xdist"])
+
+
+@pytest.fixture
+def workers_see(pytester, machine, monkeypatch):
+    """Install a fake snapshot in this process and, through a conftest, in xdist workers
+    (fresh processes that would otherwise probe this machine)."""
+    monkeypatch.setenv("PYTHONPATH", str(Path(det_suite.__file__).resolve().parents[1]))
+
+    def install(snapshot: hardware.Snapshot) -> None:
+        machine(snapshot)
+        fields = {f.name: getattr(snapshot, f.name)
+                  for f in dataclasses.fields(snapshot) if f.init}
+        pytester.makeconftest(
+            "from det_suite import hardware\n\n\n"
+            "def pytest_configure(config):\n"
+            "    if hasattr(config, 'workerinput'):\n"
+            f"        snapshot = hardware.Snapshot(**{fields!r})\n"
+            "        hardware.current = lambda: snapshot\n")
+
+    return install
+
+
+def require_section(result) -> list[str]:
+    """The red --det-require section: its title, then every line through the verdict."""
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines)
+                 if re.match(r"^=+ det-suite: --det-require", line))
+    end = next(i for i, line in enumerate(lines) if line.startswith("the run fails:"))
+    return [lines[start].strip("= ")] + lines[start + 1:end + 1]
+
+
+EVERY_REASON = [  # on an H200 with --det-require=gpu,sm120 -m "not slow" --deselect ...
+    "@pytest.mark.gpu\ndef test_deselected():\n    pass\n",
+    "@pytest.mark.gpu\n@pytest.mark.slow\ndef test_excluded():\n    pass\n",
+    "@pytest.mark.gpu\ndef test_skips():\n    pytest.skip('driver too old')\n",
+    "@pytest.mark.gpu\n@pytest.mark.xfail(reason='known bug')\ndef test_xfails():\n"
+    "    assert False\n",
+    "@pytest.mark.gpu\n@pytest.mark.sm120\ndef test_needs_sm120():\n    pass\n",
+    "@pytest.mark.gpu\ndef test_runs():\n    pass\n",
+    PLAIN_TEST,
+]
+
+
+@WITH_AND_WITHOUT_XDIST
+def test_det_require_names_every_reason(pytester, workers_see, xdist):
+    workers_see(H200)
+    make_suite(pytester, *EVERY_REASON)
+    result = run(pytester, "--det-require=gpu,sm120", "-m", "not slow",
+                 "--deselect", "test_suite.py::test_deselected", *xdist)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert require_section(result) == [
+        "det-suite: --det-require=gpu,sm120 not met",
+        "--det-require=gpu: 5 of 6 tests carrying gpu did not run and pass",
+        "--det-require=sm120: 1 of 1 test carrying sm120 did not run and pass",
+        "1 deselected by -k, --deselect or a plugin:",
+        "  test_suite.py::test_deselected",
+        "1 excluded by -m 'not slow':",
+        "  test_suite.py::test_excluded",
+        "1 skipped at run time, not by det-suite's hardware check:",
+        "  test_suite.py::test_skips  (Skipped: driver too old)",
+        "1 xfailed (an expected failure is not a pass):",
+        "  test_suite.py::test_xfails  (known bug)",
+        "1 not run (hardware), skipped by det-suite's marker check on NVIDIA H200 (9.0):",
+        "  test_suite.py::test_needs_sm120  (sm120: needs an SM12x GPU (compute capability "
+        "12.x); found NVIDIA H200 (9.0))",
+        "the run fails: exit code 1, set by --det-require (nothing else failed)",
+    ], result.stdout.str()
+
+
+@WITH_AND_WITHOUT_XDIST
+def test_det_require_names_diagnostic_runs(pytester, workers_see, xdist):
+    workers_see(H200)
+    make_suite(pytester, GPU_TEST, PLAIN_TEST)
+    result = run(pytester, "--det-require=gpu", "--det-arch-as=sm120", *xdist)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED, result.stdout.str()
+    assert require_section(result) == [
+        "det-suite: --det-require=gpu not met",
+        "--det-require=gpu: 1 of 1 test carrying gpu did not run and pass",
+        "1 diagnostic, run in diagnosis mode (--det-arch-as=sm120) with the sm120 tile table "
+        "on NVIDIA H200 (9.0), not a pass on any hardware:",
+        f"  {REQUIRED}  (passed)",
+        "the run fails: exit code 1, set by --det-require (nothing else failed)",
+    ], result.stdout.str()
+
+
+@WITH_AND_WITHOUT_XDIST
+def test_det_require_met_says_how_many_ran(pytester, workers_see, xdist):
+    workers_see(H200)
+    make_suite(pytester, GPU_TEST, "@pytest.mark.gpu\ndef test_needs_gpu_too():\n    pass\n",
+               PLAIN_TEST)
+    result = run(pytester, "--det-require=gpu", *xdist)
+    assert result.ret == pytest.ExitCode.OK, result.stdout.str()
+    result.stdout.fnmatch_lines(["det-suite: --det-require=gpu: met: 2 tests ran and passed on "
+                                 "NVIDIA H200 (9.0)"])
+
+
+@WITH_AND_WITHOUT_XDIST
+def test_det_require_keeps_exit_code_5_when_everything_is_deselected(pytester, workers_see,
+                                                                   xdist):
+    workers_see(H200)
+    make_suite(pytester, GPU_TEST)
+    result = run(pytester, "--det-require=gpu", "-m", "not gpu", *xdist)
+    assert result.ret == pytest.ExitCode.NO_TESTS_COLLECTED
+    assert require_section(result) == [
+        "det-suite: --det-require=gpu not met",
+        "--det-require=gpu: 1 of 1 test carrying gpu did not run and pass",
+        "1 excluded by -m 'not gpu':",
+        f"  {REQUIRED}",
+        "the run fails: exit code 5 (no tests collected), as pytest reports it",
+    ], result.stdout.str()
 
 
 # ------------------------------------------------------------------ loading

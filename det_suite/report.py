@@ -3,11 +3,9 @@
 from __future__ import annotations
 
 import datetime as _dt
-import hashlib
 import json
 import os
 import platform
-import subprocess
 import tempfile
 from pathlib import Path
 
@@ -40,30 +38,18 @@ def write_json_atomic(path: str | os.PathLike, payload) -> Path:
 
 
 def source_hashes() -> dict[str, str]:
-    """sha256 of every kernel and policy table: what a result was produced with."""
-    hashes = {}
-    for sub in ("kernels", "policy"):
-        for file in sorted((PACKAGE_ROOT / sub).rglob("*")):
-            if file.suffix in (".py", ".json") and file.is_file():
-                rel = file.relative_to(PACKAGE_ROOT.parent).as_posix()
-                hashes[rel] = hashlib.sha256(file.read_bytes()).hexdigest()
-    return hashes
+    """sha256 of every det-suite source file (det_suite.provenance.source_hashes)."""
+    from det_suite.provenance import source_hashes as hashes
+
+    return hashes()
 
 
-def _git_revision() -> str | None:
-    """HEAD, with "+modified" when det_suite/ differs from it (a copied or edited tree: the
-    per-file `source_sha256` then says what ran, not the commit)."""
-    try:
-        out = subprocess.run(["git", "rev-parse", "HEAD"], cwd=PACKAGE_ROOT, capture_output=True,
-                             text=True, timeout=5)
-        if out.returncode != 0 or not out.stdout.strip():
-            return None
-        status = subprocess.run(["git", "status", "--porcelain", "--", "."],
-                                cwd=PACKAGE_ROOT, capture_output=True, text=True, timeout=5)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    modified = status.returncode != 0 or bool(status.stdout.strip())
-    return out.stdout.strip() + ("+modified" if modified else "")
+def git_revision() -> str | None:
+    """The revision a result names: DET_SUITE_REVISION when the sender set it, else
+    '<commit>' for a clean tree or '<commit>+diff.<hash>' (det_suite.provenance)."""
+    from det_suite.provenance import revision
+
+    return revision()["revision"]
 
 
 def environment() -> dict:
@@ -74,6 +60,10 @@ def environment() -> dict:
     from det_suite import __version__
     from det_suite.arch import device_family, family_source, interpreter_active
 
+    from det_suite.provenance import revision as _revision
+    from det_suite.provenance import tree_sha256
+
+    hashes = source_hashes()
     env = {
         "timestamp_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
@@ -82,14 +72,16 @@ def environment() -> dict:
         "torch_cuda": torch.version.cuda,
         "triton": triton.__version__,
         "det_suite": __version__,
-        "git_revision": _git_revision(),
+        "git_revision": git_revision(),
+        "revision": _revision(),
         "triton_interpret": interpreter_active(),
         "cuda_available": torch.cuda.is_available(),
         # No GPU and no interpreter: no kernel can run, so no tile table is in play.
         "tile_family": (device_family() if torch.cuda.is_available() or interpreter_active()
                         else None),
         "tile_family_source": family_source(),
-        "source_sha256": source_hashes(),
+        "source_sha256": hashes,
+        "source_tree_sha256": tree_sha256(hashes),
     }
     if torch.cuda.is_available() and not interpreter_active():
         props = torch.cuda.get_device_properties(0)

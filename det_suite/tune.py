@@ -1162,12 +1162,12 @@ def tuned_on(device=None) -> dict:
 
     from det_suite import __version__
     from det_suite.arch import interpreter_active
-    from det_suite.report import _git_revision
+    from det_suite.report import git_revision
 
     info = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "torch": torch.__version__,
             "torch_cuda": torch.version.cuda, "triton": triton.__version__,
-            "det_suite": __version__, "git_revision": _git_revision(),
+            "det_suite": __version__, "git_revision": git_revision(),
             "triton_interpret": interpreter_active()}
     if torch.cuda.is_available() and not interpreter_active():
         props = torch.cuda.get_device_properties(device if device is not None else 0)

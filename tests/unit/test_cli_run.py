@@ -19,14 +19,16 @@ def test_run_passes_and_writes_a_reviewable_report(tmp_path, capsys):
     assert claimed and all(v["differing"] == 0 and v["comparisons"] > 0 for v in claimed)
 
 
-def test_git_revision_says_when_the_package_differs_from_head(monkeypatch):
-    """A results file names the commit only when the code that ran is that commit."""
+def test_git_revision_names_a_modified_tree_by_its_diff(monkeypatch):
+    """A results file names the bare commit only when the code that ran is that commit."""
     import subprocess
 
-    from det_suite import report
+    from det_suite import provenance, report
 
     def fake_run(cmd, **kwargs):
-        out = "abc123\n" if cmd[:2] == ["git", "rev-parse"] else " M ops.py\n"
-        return subprocess.CompletedProcess(cmd, 0, stdout=out, stderr="")
-    monkeypatch.setattr(report.subprocess, "run", fake_run)
-    assert report._git_revision() == "abc123+modified"
+        out = {"rev-parse": b"abc123\n", "diff": b"--- a/ops.py\n+++ b/ops.py\n",
+               "ls-files": b""}[cmd[1]]
+        return subprocess.CompletedProcess(cmd, 0, stdout=out, stderr=b"")
+    monkeypatch.delenv(provenance.REVISION_ENV, raising=False)
+    monkeypatch.setattr(provenance.subprocess, "run", fake_run)
+    assert report.git_revision().startswith("abc123+diff.")

@@ -216,10 +216,9 @@ def test_gpu_matches_float32_reference(shape, dtype):
 
 
 @pytest.mark.gpu
+@pytest.mark.sm90
 def test_gpu_seed_table_m_dependence_is_detected_on_sm90():
     """Positive control on Hopper: the seed's table mixes mma.sync and wgmma there."""
-    if torch.cuda.get_device_capability() != (9, 0):
-        pytest.skip("the seed table's M dependence is specific to SM90")
     mismatched, _ = _suffix_mismatches(4096, 12288, GPU_FULL_M, (1, 16, 32), "bf16", "cuda",
                                        det_suite_linear(policy=shipped_policy("sm120")))
     assert mismatched, "the seed's BLOCK_M 16/32 tiles should differ from BLOCK_M 128 on SM90"

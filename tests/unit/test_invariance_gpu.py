@@ -81,9 +81,8 @@ def test_graph_replay_detects_the_positive_control():
     assert (5, 128) in differing  # captured at 128 (BLOCK_K 64), eager at 5 (split-K 2)
 
 
+@pytest.mark.fp8
 def test_torch_scaled_mm_is_measured_on_the_full_matrix():
-    if "torch_scaled_mm" not in {p.name for p in prov.resolve(["auto"], DEVICE).providers}:
-        pytest.skip("torch._scaled_mm FP8 needs SM89+")
     result = _run(["torch_scaled_mm"], C.full_matrix(GPU_SHAPES), C.full_plan(graph=False))
     assert result.recorder.count() > 0 and not result.recorder.errors, \
         result.recorder.errors[:3]

@@ -261,9 +261,16 @@ def _git(repo: Path, *args: str) -> str:
 
 
 def tree_files(repo: str | os.PathLike, include_untracked: bool = False) -> list[str]:
-    """Tracked paths (and, optionally, untracked non-ignored ones), relative to `repo`."""
+    """Tracked paths (and, optionally, untracked non-ignored ones), relative to `repo`.
+    Outside a git checkout (a GPU machine's copy of the tree) every det-suite source file
+    (det_suite.provenance.SOURCE_GLOBS) instead."""
     repo = Path(repo)
-    files = set(_git(repo, "ls-files", "-z", "--cached").split("\0"))
+    try:
+        files = set(_git(repo, "ls-files", "-z", "--cached").split("\0"))
+    except MutateError:
+        from det_suite.provenance import source_hashes
+
+        return sorted(source_hashes(repo))
     if include_untracked:
         files |= set(_git(repo, "ls-files", "-z", "--others", "--exclude-standard").split("\0"))
     return sorted(f for f in files if f)
@@ -286,13 +293,11 @@ def copy_tree(repo: str | os.PathLike, dest: str | os.PathLike, files: list[str]
 
 
 def git_revision(repo: str | os.PathLike) -> str | None:
-    """HEAD, with "+modified" when tracked files differ from it (what the copies hold)."""
-    try:
-        head = _git(Path(repo), "rev-parse", "HEAD").strip()
-        dirty = _git(Path(repo), "status", "--porcelain", "--untracked-files=no").strip()
-    except MutateError:
-        return None
-    return head + ("+modified" if dirty else "")
+    """The revision results record (det_suite.provenance): HEAD, '+diff.<hash>' when the
+    copies hold changes; DET_SUITE_REVISION where the sender set it."""
+    from det_suite.provenance import revision
+
+    return revision(repo)["revision"]
 
 
 def test_environment(copy: Path) -> dict[str, str]:

@@ -214,7 +214,8 @@ def _tree(root: Path) -> dict[str, bytes]:
 
 
 @needs_git
-def test_copy_holds_uncommitted_edits_of_tracked_files_only(tmp_path):
+def test_copy_holds_uncommitted_edits_of_tracked_files_only(tmp_path, monkeypatch):
+    monkeypatch.delenv("DET_SUITE_REVISION", raising=False)  # git's view, not a sender's
     repo = _fake_project(tmp_path)
     (repo / "fakepkg" / "other.py").write_text("UNRELATED = False  # edited, not committed\n")
     (repo / "untracked.py").write_text("NEW = 1\n")
@@ -225,7 +226,7 @@ def test_copy_holds_uncommitted_edits_of_tracked_files_only(tmp_path):
     with_new = mutate.copy_tree(repo, tmp_path / "copy2",
                                 mutate.tree_files(repo, include_untracked=True))
     assert (with_new / "untracked.py").exists()
-    assert mutate.git_revision(repo).endswith("+modified")
+    assert "+diff." in mutate.git_revision(repo)
 
 
 @needs_git
@@ -266,7 +267,7 @@ def test_campaign_statuses_report_and_exit_code(tmp_path):
     assert report["complete"] and report["baseline"]["status"] == "passed"
     assert report["totals"] == {"killed": 1, "survived": 1, "timeout": 1, "not-applied": 1,
                                 "gpu-only": 1, "equivalent": 1, "total": 6}
-    assert report["git_revision"] and len(report["git_revision"]) >= 40
+    assert report["git_revision"] and len(report["git_revision"]) >= 3
     assert report["mutation_score"] == pytest.approx(1 / 3)
     first = report["results"][0]
     assert {"name", "category", "file", "status", "killed_by", "wall_s"} <= set(first)

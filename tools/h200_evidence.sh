@@ -1,29 +1,41 @@
 #!/usr/bin/env bash
-# The one GPU command behind docs/evidence/h200-*: benchmark, full invariance matrix and GPU
-# pytest through `det-suite gpu-suite`, then an optional exploratory sweep, all into $OUT
-# (archived as one file, since the device tool returns few files). Runs from source.
-# Usage: OUT=/some/dir tools/h200_evidence.sh [sweep arguments for tools/sweep_fp8_configs.py]
+# The one GPU command behind docs/evidence/h200-*. Runs from source, on the tree as sent,
+# nothing deselected, every table entry, the table's own pipeline depths as shipped (plus the
+# 2- and 3-stage A/B arms), and archives everything under $OUT as one file per phase (the
+# device tool returns few files). A device call is limited to 10 minutes, so the work is
+# split into phases; run them in order, each in its own call:
+#
+#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_evidence.sh matrix    # bench, invariance matrix, lint
+#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_evidence.sh tests     # GPU pytest, bench without PDL
+#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_evidence.sh mutants   # GPU-only mutants must be killed
+#
+# DET_SUITE_REVISION names the commit the sender's tree is at (det_suite/provenance.py): a
+# copied tree's own .git, if any, may be stale. Every results file also records the sha256
+# of every source file, which is what tests/unit/test_evidence.py checks against HEAD.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
-mkdir -p "$OUT/suite"
-# The four full-matrix pytest tests repeat the invariance step's matrix; run it once.
-GPU_MATRIX=tests/unit/test_invariance_gpu.py
-$PY -m det_suite gpu-suite --out "$OUT/suite" --steps bench,invariance,pytest \
-    --require gpu,sm90 --step-timeout invariance=330 --step-timeout pytest=200 \
-    --bench-args "--gate-mode graph --max-geomean 1.10 --max-cell 1.30 --max-floor-ratio 1.3" \
-    --invariance-args "--providers det_suite:s2 det_suite:s3 control torch_scaled_mm" \
-    --pytest-args "-n 4 -p no:cacheprovider \
-        --deselect $GPU_MATRIX::test_full_matrix_counts_meet_the_seeds_evidence \
-        --deselect $GPU_MATRIX::test_full_matrix_det_suite_is_bit_exact \
-        --deselect $GPU_MATRIX::test_torch_scaled_mm_is_measured_on_the_full_matrix \
-        --deselect $GPU_MATRIX::test_graph_replay_matches_eager_for_det_suite" \
-    > "$OUT/suite.log" 2>&1
-echo "gpu-suite exit $?" >> "$OUT/suite.log"
-# The same benchmark with programmatic dependent launch switched off in the shipped table,
-# so the closing note can say what PDL contributes.
-$PY - "$OUT/suite/sm90_no_pdl.json" <<'PYEOF'
+PHASE=${1:?usage: tools/h200_evidence.sh matrix|tests|mutants}
+DIR="$OUT/$PHASE"
+mkdir -p "$DIR"
+status=0
+case "$PHASE" in
+matrix)
+    $PY -m det_suite gpu-suite --out "$DIR" --steps bench,invariance,lint --require gpu,sm90 \
+        --step-timeout invariance=420 \
+        --bench-args "--gate-mode graph --max-geomean 1.10 --max-cell 1.30 --max-floor-ratio 1.3" \
+        --invariance-args "--providers det_suite det_suite:s2 det_suite:s3 control torch_scaled_mm" \
+        > "$DIR/gpu_suite.log" 2>&1 || status=$?
+    ;;
+tests)
+    # --dist loadfile: a module's full-matrix fixture is computed once, on one worker.
+    $PY -m det_suite gpu-suite --out "$DIR" --steps pytest --require gpu,sm90 \
+        --step-timeout pytest=420 --pytest-args "-n 4 --dist loadfile -p no:cacheprovider" \
+        > "$DIR/gpu_suite.log" 2>&1 || status=$?
+    # The benchmark with programmatic dependent launch switched off in the shipped table, so
+    # a reviewer can see what PDL contributes.
+    $PY - "$DIR/sm90_no_pdl.json" <<'PYEOF'
 import json, sys
 from importlib import resources
 table = json.loads(resources.files("det_suite.policy").joinpath("tables", "sm90.json").read_text())
@@ -32,12 +44,27 @@ for entry in (table["default"], *table["entries"]):
         tile.pop("use_pdl", None)
 json.dump(table, open(sys.argv[1], "w"), indent=1)
 PYEOF
-$PY -m det_suite bench gemm --shapes qwen3-8b --mode graph --policy-file "$OUT/suite/sm90_no_pdl.json" \
-    --json "$OUT/suite/bench_no_pdl.json" --markdown "$OUT/suite/bench_no_pdl.md" \
-    > "$OUT/suite/bench_no_pdl.log" 2>&1
-echo "bench without PDL exit $?" >> "$OUT/suite.log"
-if [ $# -gt 0 ]; then
-    timeout 120 $PY tools/sweep_fp8_configs.py "$OUT/suite/sweep.jsonl" "$@" \
-        > "$OUT/suite/sweep.log" 2>&1
-fi
-tar czf "$OUT/suite.tgz" -C "$OUT" suite && rm -rf "$OUT/suite"
+    $PY -m det_suite bench gemm --shapes qwen3-8b --mode graph --policy-file "$DIR/sm90_no_pdl.json" \
+        --json "$DIR/bench_no_pdl.json" --markdown "$DIR/bench_no_pdl.md" \
+        > "$DIR/bench_no_pdl.log" 2>&1 || status=$?
+    ;;
+mutants)
+    # Mutants the CPU cannot see (tools/mutations.toml: needs_gpu): each must be killed by
+    # the GPU tests that exist for it.
+    $PY tools/mutate.py --include-gpu --python "$PY" \
+        --only "$(PYTHONPATH=$PWD $PY - <<'PYEOF'
+import tomllib
+data = tomllib.load(open("tools/mutations.toml", "rb"))
+print(",".join(m["name"] for m in data["mutation"] if m.get("needs_gpu")))
+PYEOF
+)" --pytest-args "-x -q -p no:cacheprovider tests/unit/test_fp8_linear.py tests/unit/test_fp8_quantize.py" \
+        --timeout 240 --out "$DIR" > "$DIR/mutate.log" 2>&1 || status=$?
+    ;;
+*)
+    echo "unknown phase $PHASE (matrix, tests or mutants)" >&2
+    exit 2
+    ;;
+esac
+echo "phase $PHASE exit $status" >> "$DIR/phase.log"
+tar czf "$OUT/$PHASE.tgz" -C "$OUT" "$PHASE" && rm -rf "$DIR"
+exit $status

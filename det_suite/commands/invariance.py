@@ -19,8 +19,9 @@ at padded batch sizes vs eager, and 2- vs 3-stage pipelines (A/B). Prints a tabl
 invariance_heatmap.png (the heatmap needs matplotlib) into --out.
 
 --quick (the default without a GPU) runs CPU-sized shapes on the Triton interpreter;
---full (the default on a GPU) runs the eight Qwen3 shapes with M up to 8192, BF16/FP16,
-with/without bias, contiguous/strided 3D, two seeds, calibrated/saturated activations.
+--full (the default on a GPU) runs the eight Qwen3-8B/14B projection shapes and a K=80
+tail with M up to 8192, BF16/FP16, with/without bias, contiguous/strided 3D, two seeds,
+calibrated/saturated activations.
 """
 
 

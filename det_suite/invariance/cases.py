@@ -60,7 +60,7 @@ class Shape:
 QWEN3_8B = (Shape("qwen3-8b.qkv", 6144, 4096), Shape("qwen3-8b.o", 4096, 4096),
             Shape("qwen3-8b.gate_up", 24576, 4096), Shape("qwen3-8b.down", 4096, 12288))
 QWEN3_14B = (Shape("qwen3-14b.qkv", 7168, 5120), Shape("qwen3-14b.o", 5120, 5120),
-             Shape("qwen3-14b.gate_up", 34816, 5120))
+             Shape("qwen3-14b.gate_up", 34816, 5120), Shape("qwen3-14b.down", 5120, 17408))
 # K=80 is not a multiple of any BLOCK_K (masked K tail); N=4000 is not a multiple of 64 or
 # 128 (masked N tail); both stay multiples of 16, which cuBLASLt's FP8 path requires.
 K80_TAIL = Shape("k80-tail", 4000, 80)

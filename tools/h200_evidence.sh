@@ -51,13 +51,14 @@ PYEOF
 mutants)
     # Mutants the CPU cannot see (tools/mutations.toml: needs_gpu): each must be killed by
     # the GPU tests that exist for it.
-    $PY tools/mutate.py --include-gpu --python "$PY" \
+    # --include-untracked: a copied tree may carry a stale .git whose index lacks new files.
+    $PY tools/mutate.py --include-gpu --include-untracked --python "$PY" \
         --only "$(PYTHONPATH=$PWD $PY - <<'PYEOF'
 import tomllib
 data = tomllib.load(open("tools/mutations.toml", "rb"))
 print(",".join(m["name"] for m in data["mutation"] if m.get("needs_gpu")))
 PYEOF
-)" --pytest-args "-x -q -p no:cacheprovider tests/unit/test_fp8_linear.py tests/unit/test_fp8_quantize.py" \
+)" --pytest-args "-x -q -p no:cacheprovider -p det_suite.pytest_plugin tests/unit/test_fp8_linear.py tests/unit/test_fp8_quantize.py" \
         --timeout 240 --out "$DIR" > "$DIR/mutate.log" 2>&1 || status=$?
     ;;
 *)

@@ -183,6 +183,42 @@ def test_launch_shape_comparison_flags_another_split(device):
                            _gemm(a, problem, replace(base, split_k=4)))
 
 
+EPILOGUE_LAUNCHES = [
+    pytest.param(dict(split_k=1, use_workspace=False), id="single-pass"),
+    pytest.param(dict(split_k=3, use_workspace=True, fused_fixup=True), id="split3-fused-fixup"),
+    pytest.param(dict(split_k=3, use_workspace=True, fused_fixup=False), id="split3-reduce-kernel"),
+]
+
+
+def _exact_accumulator_operands(device):
+    """FP8 operands of small integers, K = 192: every partial sum is an integer below
+    2**24, so the fp32 accumulator is exact in any order and the epilogue alone rounds."""
+    gen = torch.Generator().manual_seed(7)
+    a = torch.randint(-4, 5, (6, 192), generator=gen).float()
+    w = torch.randint(-4, 5, (80, 192), generator=gen).float()
+    return a.to(torch.float8_e4m3fn).to(device), w.to(torch.float8_e4m3fn).to(device), a @ w.t()
+
+
+@pytest.mark.parametrize("launch", EPILOGUE_LAUNCHES)
+def test_epilogue_is_scale_then_bias_in_two_fp32_roundings(launch, device):
+    """out = cast(fp32(fp32(acc * (a_scale * b_scale)) + bias)), never a fused multiply-add.
+    Row 0's bias is minus its rounded product, so the two roundings give exactly 0 where an
+    FMA gives the product's rounding error: any contraction of the epilogue is seen."""
+    a, w, acc = _exact_accumulator_operands(device)
+    a_scale = torch.tensor([0.0173], device=device)
+    b_scale = torch.tensor([0.37], device=device)
+    scale = a_scale.cpu() * b_scale.cpu()
+    product = acc * scale
+    bias = -product[0].clone()
+    bias[::7] = 0.25  # some columns keep an ordinary bias
+    expected = (product + bias).to(torch.bfloat16)
+    config = replace(shipped_policy("sm120").select(6, 80, 192), block_k=32, **launch)
+    y = fp8_scaled_mm(a, w, a_scale, b_scale, bias.to(device), config=config)
+    fused = (acc.double() * scale.double() + bias.double()).float().to(torch.bfloat16)
+    assert not torch.equal(fused, expected)  # counterpart: an FMA epilogue would differ
+    assert torch.equal(y.cpu(), expected)
+
+
 @pytest.mark.parametrize("value,expected", [(float("inf"), 448.0), (-float("inf"), -448.0),
                                             (1e6, 448.0)], ids=["+inf", "-inf", "beyond-range"])
 def test_out_of_range_activations_saturate(value, expected, device):

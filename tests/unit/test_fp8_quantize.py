@@ -168,6 +168,40 @@ def test_midpoints_and_their_neighbours_match_torch(dtype, scale, device):
     assert_same_bytes(q, ref, x)
 
 
+def _quotients_near_midpoints(scale: float, ulps: int = 4):
+    """fp32 x whose exact quotient x / scale lies within a few ulps of an e4m3 midpoint:
+    the fp32 values around midpoint * scale. Only a correctly rounded division (IEEE div_rn)
+    puts every quotient on torch's side of the tie; an approximate one (div.full.f32, up to
+    2 ulp) moves some across it."""
+    target = ((POSITIVE_GRID[:-1].double() + POSITIVE_GRID[1:].double()) / 2 * scale).float()
+    around = torch.stack([step(target, d) for d in range(-ulps, ulps + 1) if d])
+    around = torch.cat([around, target[None]]).flatten()
+    return torch.cat([around, -around])[None, :]
+
+
+NON_POWER_OF_TWO_SCALES = [pytest.param(v, id=f"scale-{v}") for v in
+                           (0.0173, 0.3, 1.7, 3.1415927, 97.31)]
+
+
+@pytest.mark.parametrize("scale", NON_POWER_OF_TWO_SCALES)
+def test_division_by_a_non_power_of_two_scale_rounds_like_torch(scale, device):
+    x = _quotients_near_midpoints(scale)
+    q, ref = quantize_and_reference(x, scale, device)
+    assert_same_bytes(q, ref, x)
+
+
+def test_near_midpoint_inputs_expose_an_approximate_division():
+    """Counterpart: a quotient rounded to fp32 after an error of 1-2 ulp (what an
+    approximate division gives) lands on the other side of a tie for some of these x."""
+    scale = torch.tensor([0.0173])
+    x = _quotients_near_midpoints(0.0173)
+    exact = x.double() / scale.double()
+    nudged = (exact * (1 + 2.0 ** -23)).float()  # 2**-23 relative: about one fp32 ulp
+    wrong = nudged.clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(E4M3)
+    with pytest.raises(AssertionError, match="bytes differ"):
+        assert_same_bytes(wrong, torch_reference(x, scale), x)
+
+
 # ---------------------------------------------------------------- subnormals and zero
 
 SUBNORMAL_CASES = {

@@ -96,7 +96,8 @@ def test_plan_rejects_suffix_longer_than_reference_call():
 
 def test_full_matrix_crosses_shape_dtype_seed_bias_and_balances_layout_activation():
     cases = C.full_matrix(C.SHAPE_PRESETS["gpu"])
-    assert len(cases) == 8 * 2 * 2 * 2 and len({c.id for c in cases}) == len(cases)
+    shapes = len(C.SHAPE_PRESETS["gpu"])
+    assert len(cases) == shapes * 2 * 2 * 2 and len({c.id for c in cases}) == len(cases)
     for shape in C.SHAPE_PRESETS["gpu"]:
         for dtype in ("bf16", "fp16"):
             combos = {(c.layout, c.activation) for c in cases
@@ -104,11 +105,16 @@ def test_full_matrix_crosses_shape_dtype_seed_bias_and_balances_layout_activatio
             assert combos == {(l, a) for l in C.LAYOUTS for a in C.ACTIVATIONS}
 
 
-def test_gpu_shapes_are_the_eight_with_a_k80_tail():
-    shapes = C.parse_shapes(["gpu"])
-    assert len(shapes) == 8 and any(s.k == 80 for s in shapes)
-    assert (6144, 4096) in {(s.n, s.k) for s in shapes} and (34816, 5120) in \
-        {(s.n, s.k) for s in shapes}
+def test_gpu_shapes_cover_every_named_table_entry_and_a_k80_tail():
+    """The full matrix proves every (N, K) entry a shipped table names, so no entry ships
+    unproved (the 5120x17408 entry once was in no case list)."""
+    from det_suite.policy import shipped_families, shipped_policy
+
+    shapes = {(s.n, s.k) for s in C.parse_shapes(["gpu"])}
+    named = {(e.n, e.k) for f in shipped_families() for e in shipped_policy(f).all_entries()
+             if e.n is not None}
+    assert named and named <= shapes
+    assert any(k == 80 for _, k in shapes)
 
 
 def test_quick_matrix_meets_every_axis_value_on_every_shape():

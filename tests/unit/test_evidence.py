@@ -1,0 +1,60 @@
+"""The README says what the committed GPU evidence says, and that evidence describes HEAD.
+
+When a kernel, the policy, the harness or a GPU test changes, the evidence no longer
+describes the code and `test_evidence_still_describes_the_code` fails, naming the files:
+re-run `tools/h200_evidence.sh` (its three phases) and regenerate the README block with
+`python -m det_suite.evidence` before landing.
+"""
+
+import shutil
+
+import pytest
+
+from det_suite import evidence
+from det_suite.provenance import REPO_ROOT
+
+FOLDER = REPO_ROOT / evidence.CURRENT_EVIDENCE
+
+
+@pytest.fixture(scope="module")
+def headline():
+    return evidence.headline(FOLDER)
+
+
+def test_readme_measured_block_is_generated_from_the_evidence(headline):
+    block = evidence.readme_block((REPO_ROOT / "README.md").read_text())
+    assert block is not None, "README.md has no generated evidence block"
+    assert block == evidence.render_markdown(headline, evidence.CURRENT_EVIDENCE), \
+        "README's Measured block differs from the evidence: run python -m det_suite.evidence"
+
+
+def test_evidence_still_describes_the_code():
+    changed = evidence.stale(FOLDER)
+    assert changed == {}, ("evidence is stale, re-run tools/h200_evidence.sh: "
+                           + ", ".join(f"{p} ({why})" for p, why in changed.items()))
+
+
+def test_every_phase_records_its_revision_machine_and_source_hashes():
+    for phase in ("matrix", "tests"):
+        env = evidence._load_json(FOLDER / phase / "gpu_suite.json")["environment"]
+        assert env["revision"]["commit"] and env["revision"]["source"] == "sender"
+        assert env["gpu"]["name"] and env["source_sha256"] and env["source_tree_sha256"]
+
+
+def test_the_claims_are_the_ones_the_suite_exists_for(headline):
+    assert headline["det_suite_differing"] == 0 and headline["det_suite_comparisons"] > 0
+    assert headline["control"]["differing"] > 0 and headline["control"]["ok"]
+    assert headline["pytest"]["failures"] == headline["pytest"]["errors"] == 0
+    assert headline["gpu_mutants"]["survived"] == 0 and headline["lint"]["violations"] == 0
+    assert headline["bench_gate_failures"] == []
+
+
+def test_a_changed_dependency_makes_the_evidence_stale(tmp_path):
+    """Counterpart of the staleness test: one edited kernel in a copy of the tree is named."""
+    for sub in ("det_suite", "tests"):
+        shutil.copytree(REPO_ROOT / sub, tmp_path / sub,
+                        ignore=shutil.ignore_patterns("__pycache__"))
+    kernel = tmp_path / "det_suite" / "kernels" / "fp8_epilogue.py"
+    kernel.write_text(kernel.read_text() + "\n# edited\n")
+    assert evidence.stale(FOLDER, root=tmp_path) == {
+        "det_suite/kernels/fp8_epilogue.py": "changed since"}

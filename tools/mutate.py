@@ -37,7 +37,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as _dt
-import json
 import os
 import re
 import shlex
@@ -50,6 +49,8 @@ import time
 import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+
+from det_suite.report import write_json_atomic, write_text_atomic
 
 try:
     import tomllib
@@ -89,37 +90,6 @@ class NotApplied(Exception):
     """The mutation's `old` text is not in its file exactly once."""
 
 
-# ---------------------------------------------------------------- atomic writers
-
-def _atomic_writers():
-    """det_suite.report's writers when importable, else the same temp-file-and-rename here."""
-    try:
-        from det_suite.report import write_json_atomic, write_text_atomic
-        return write_json_atomic, write_text_atomic
-    except Exception:  # noqa: BLE001 - any import problem: fall back, the behaviour is equal
-        pass
-
-    def write_text_atomic(path, text):
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(text.encode("utf-8"))
-            os.replace(tmp, path)
-        except BaseException:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise
-        return path
-
-    def write_json_atomic(path, payload):
-        return write_text_atomic(path, json.dumps(payload, indent=2, default=str) + "\n")
-
-    return write_json_atomic, write_text_atomic
-
-
-write_json_atomic, write_text_atomic = _atomic_writers()
 
 
 # ---------------------------------------------------------------- the mutation list

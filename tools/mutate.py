@@ -90,8 +90,6 @@ class NotApplied(Exception):
     """The mutation's `old` text is not in its file exactly once."""
 
 
-
-
 # ---------------------------------------------------------------- the mutation list
 
 @dataclass(frozen=True)

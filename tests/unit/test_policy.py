@@ -47,14 +47,24 @@ def test_unproven_families_use_one_block_m(family):
         assert len({t.block_m for t in entry.m_tiles}) == 1
 
 
+SCHEDULE_MS = (1, 2, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 1025, 9000)
+
+
 @pytest.mark.parametrize("family", shipped_families())
 def test_reduction_schedule_is_the_same_for_every_m(family):
     policy = shipped_policy(family)
     for entry in policy.all_entries():
         n, k = (entry.n, entry.k) if entry.n is not None else (4096, 4096)
-        schedules = {policy.select(m, n, k).reduction_schedule(k)
-                     for m in (1, 17, 64, 65, 9000)}
+        schedules = {policy.select(m, n, k).reduction_schedule(k) for m in SCHEDULE_MS}
         assert len(schedules) == 1, entry.key
+
+
+def test_reduction_schedule_check_flags_an_m_dependent_split():
+    """Counterpart: the positive control's configs (split-K and BLOCK_K chosen by M) give
+    more than one schedule over the same row counts."""
+    from det_suite.invariance.providers import control_config
+
+    assert len({control_config(m).reduction_schedule(4096) for m in SCHEDULE_MS}) > 1
 
 
 @pytest.mark.parametrize("capability,family", [((8, 9), "sm89"), ((9, 0), "sm90"),

@@ -16,7 +16,7 @@ import math
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from det_suite.provenance import REPO_ROOT, stale_files
+from det_suite.provenance import REPO_ROOT, source_hashes, stale_files
 
 # The folder the README's "Measured" block is generated from.
 CURRENT_EVIDENCE = "docs/evidence/h200-2026-12-02-c"
@@ -180,11 +180,12 @@ def readme_block(text: str) -> str | None:
     return text[start:end + len(END_MARK)]
 
 
-def dependencies(folder: str | Path) -> set[str]:
+def dependencies(folder: str | Path, recorded: dict[str, str] | None = None) -> set[str]:
     """Files the folder's results depend on: the package modules in RESULT_DEPENDENCIES
     as recorded, and the test files the GPU pytest step ran."""
     folder = Path(folder)
-    recorded = recorded_hashes(folder)
+    if recorded is None:
+        recorded = recorded_hashes(folder)
     package = {p for p in recorded if p.startswith(RESULT_DEPENDENCIES)}
     junit = _junit_tests(_find(folder / "tests", "junit.xml"))
     return package | {p for p, outcome in junit.items() if outcome == "ran"}
@@ -211,13 +212,9 @@ def stale(folder: str | Path, root: str | Path | None = None) -> dict[str, str]:
     plus package modules in RESULT_DEPENDENCIES added since."""
     folder = Path(folder)
     recorded = recorded_hashes(folder)
-    deps = dependencies(folder)
-    root = Path(root) if root is not None else REPO_ROOT
-    from det_suite.provenance import source_hashes
-
-    new = {p for p in source_hashes(root) if p.startswith(RESULT_DEPENDENCIES)
-           and p not in recorded}
-    return stale_files(recorded, deps | new, root=root)
+    current = source_hashes(Path(root) if root is not None else REPO_ROOT)
+    new = {p for p in current if p.startswith(RESULT_DEPENDENCIES) and p not in recorded}
+    return stale_files(recorded, dependencies(folder, recorded) | new, current=current)
 
 
 def main() -> int:

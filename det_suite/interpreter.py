@@ -88,8 +88,9 @@ def _widen_fp8(interpreter, data: np.ndarray, dtype) -> np.ndarray:
 
 @contextmanager
 def gpu_faithful_interpreter():
-    """Yields True while the ordered dot and the bf16 rounding are installed; False (and
-    changes nothing) when the interpreter is not active."""
+    """Yields True while the three replacements (ordered dot with FP8 NaN kept, bf16
+    rounding) are installed; False (and changes nothing) when the interpreter is not
+    active."""
     if not interpreter_active():
         yield False
         return

@@ -8,7 +8,7 @@ describes HEAD: `stale_files(recorded)` names every file whose bytes changed sin
 
 A GPU machine often gets a copy of the working tree without a trustworthy `.git` (no
 history, or a stale one). The command that sends it there passes the commit and the
-difference's hash in `DET_SUITE_REVISION` (as `revision_string()` prints it here), which
+difference's hash in `DET_SUITE_REVISION` (as `format_revision(git_state())` writes it), which
 then wins over whatever git says on the copy; the per-file hashes say what really ran.
 """
 
@@ -93,11 +93,6 @@ def format_revision(state: dict | None) -> str | None:
     return f"{state['commit']}+diff.{suffix}"
 
 
-def revision_string(root: str | os.PathLike | None = None) -> str | None:
-    """This checkout's revision as results record it (what to pass in DET_SUITE_REVISION)."""
-    return format_revision(git_state(root))
-
-
 def revision(root: str | os.PathLike | None = None) -> dict:
     """The revision a result records: DET_SUITE_REVISION when the sender set it (source
     "sender"), else git's view of this tree (source "git"), else unknown."""
@@ -117,10 +112,13 @@ def revision(root: str | os.PathLike | None = None) -> dict:
 
 
 def stale_files(recorded: dict[str, str], paths=None,
-                root: str | os.PathLike | None = None) -> dict[str, str]:
+                root: str | os.PathLike | None = None,
+                current: dict[str, str] | None = None) -> dict[str, str]:
     """Files among `paths` (default: all recorded) whose bytes differ from the recorded
-    hash, or that are gone or new since: path -> what changed."""
-    current = source_hashes(root)
+    hash, or that are gone or new since: path -> what changed. `current`: the tree's
+    `source_hashes(root)` when the caller already has them."""
+    if current is None:
+        current = source_hashes(root)
     paths = set(recorded) if paths is None else set(paths)
     stale = {}
     for path in sorted(paths):

@@ -9,8 +9,6 @@ import platform
 import tempfile
 from pathlib import Path
 
-PACKAGE_ROOT = Path(__file__).resolve().parent
-
 
 def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
     """Write via a temporary file in the same folder and rename, so readers never see a
@@ -37,13 +35,6 @@ def write_json_atomic(path: str | os.PathLike, payload) -> Path:
     return write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
 
 
-def source_hashes() -> dict[str, str]:
-    """sha256 of every det-suite source file (det_suite.provenance.source_hashes)."""
-    from det_suite.provenance import source_hashes as hashes
-
-    return hashes()
-
-
 def git_revision() -> str | None:
     """The revision a result names: DET_SUITE_REVISION when the sender set it, else
     '<commit>' for a clean tree or '<commit>+diff.<hash>' (det_suite.provenance)."""
@@ -59,11 +50,10 @@ def environment() -> dict:
 
     from det_suite import __version__
     from det_suite.arch import device_family, family_source, interpreter_active
-
-    from det_suite.provenance import revision as _revision
-    from det_suite.provenance import tree_sha256
+    from det_suite.provenance import revision, source_hashes, tree_sha256
 
     hashes = source_hashes()
+    rev = revision()  # runs git a few times: once per report, not per field
     env = {
         "timestamp_utc": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         "host": platform.node(),
@@ -72,8 +62,8 @@ def environment() -> dict:
         "torch_cuda": torch.version.cuda,
         "triton": triton.__version__,
         "det_suite": __version__,
-        "git_revision": git_revision(),
-        "revision": _revision(),
+        "git_revision": rev["revision"],
+        "revision": rev,
         "triton_interpret": interpreter_active(),
         "cuda_available": torch.cuda.is_available(),
         # No GPU and no interpreter: no kernel can run, so no tile table is in play.

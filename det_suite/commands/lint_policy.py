@@ -70,7 +70,7 @@ def _environment() -> dict:
         import triton
 
         from det_suite import __version__
-        from det_suite.report import source_hashes
+        from det_suite.provenance import source_hashes
         return {"environment_error": f"{type(exc).__name__}: {exc}",
                 "python": platform.python_version(), "torch": torch.__version__,
                 "triton": triton.__version__, "det_suite": __version__,

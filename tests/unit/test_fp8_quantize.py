@@ -35,6 +35,8 @@ ALL_BYTES = torch.arange(256, dtype=torch.uint8)
 ALL_E4M3 = ALL_BYTES.view(E4M3).float()  # the 256 encodings' values; 0x7f, 0xff are NaN
 # Bytes 0x00..0x7e: the 127 non-negative finite values, 0 to 448, in increasing order.
 POSITIVE_GRID = ALL_E4M3[:0x7F]
+# The 126 midpoints between adjacent ones (5 significant bits: exact in fp32 and fp64).
+MIDPOINTS = (POSITIVE_GRID[:-1] + POSITIVE_GRID[1:]) / 2
 
 
 # ---------------------------------------------------------------- helpers
@@ -102,10 +104,8 @@ def test_torch_reference_clamp_keeps_nan():
 def test_torch_reference_rounds_ties_to_even():
     """Every midpoint of adjacent e4m3 values goes to the neighbour with an even last
     mantissa bit (its byte is even), in both signs: the spec is round-to-nearest-even."""
-    low, high = POSITIVE_GRID[:-1], POSITIVE_GRID[1:]
-    midpoints = (low + high) / 2  # 5 significant bits: exact in fp32
     for sign in (1.0, -1.0):
-        q = (sign * midpoints).to(E4M3).view(torch.uint8)
+        q = (sign * MIDPOINTS).to(E4M3).view(torch.uint8)
         low_b, high_b = ALL_BYTES[:0x7E], ALL_BYTES[1:0x7F]
         if sign < 0:
             low_b, high_b = low_b | 0x80, high_b | 0x80
@@ -153,9 +153,9 @@ def test_every_e4m3_byte_round_trips(scale, dtype, device):
 def _midpoints_and_neighbours(dtype, scale):
     """Every midpoint of adjacent e4m3 values (subnormal and normal binades), and the dtype
     values one ulp below and above it, times the (power-of-two) scale, in both signs."""
-    mid = ((POSITIVE_GRID[:-1] + POSITIVE_GRID[1:]) / 2 * scale).to(dtype)
-    assert (mid.double() == (POSITIVE_GRID[:-1].double() + POSITIVE_GRID[1:].double())
-            / 2 * scale).all(), "a midpoint is not exact in the dtype"
+    mid = (MIDPOINTS * scale).to(dtype)
+    assert (mid.double() == MIDPOINTS.double() * scale).all(), \
+        "a midpoint is not exact in the dtype"
     positive = torch.stack([step(mid, -1), mid, step(mid, 1)])
     return torch.cat([positive, -positive])  # (6, 126)
 
@@ -173,7 +173,7 @@ def _quotients_near_midpoints(scale: float, ulps: int = 4):
     the fp32 values around midpoint * scale. Only a correctly rounded division (IEEE div_rn)
     puts every quotient on torch's side of the tie; an approximate one (div.full.f32, up to
     2 ulp) moves some across it."""
-    target = ((POSITIVE_GRID[:-1].double() + POSITIVE_GRID[1:].double()) / 2 * scale).float()
+    target = (MIDPOINTS.double() * scale).float()
     around = torch.stack([step(target, d) for d in range(-ulps, ulps + 1) if d])
     around = torch.cat([around, target[None]]).flatten()
     return torch.cat([around, -around])[None, :]

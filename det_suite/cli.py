@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import os
 import pkgutil
 import sys
 
 import det_suite.commands as commands_pkg
+from det_suite.platform.interpreter import default_to_interpreter
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -23,24 +23,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _default_to_interpreter() -> None:
-    """Without a CUDA device the kernels can only run on Triton's interpreter, which must be
-    chosen before any kernel module is imported. Say so rather than fail on first launch."""
-    if os.environ.get("TRITON_INTERPRET"):
-        return
-    import torch
-
-    if not torch.cuda.is_available():
-        os.environ["TRITON_INTERPRET"] = "1"
-        print("det-suite: no CUDA device; kernels run on the Triton interpreter "
-              "(TRITON_INTERPRET=1)", file=sys.stderr)
-
-
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "needs_kernels", True):
-        _default_to_interpreter()
+        # Before the command imports a kernel: without a CUDA device the kernels can only
+        # run on Triton's interpreter; say so rather than fail on first launch.
+        default_to_interpreter(announce="det-suite: no CUDA device; kernels run on the "
+                                        "Triton interpreter (TRITON_INTERPRET=1)")
     return int(args.handler(args) or 0)
 
 

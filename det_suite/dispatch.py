@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from enum import Enum
 
-from det_suite.arch import validate_family
+from det_suite.platform.family import validate_family
 
 OTHER_ARCH_ENV = "DET_SUITE_FP8_OTHER_ARCH"
 

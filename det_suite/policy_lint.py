@@ -1103,7 +1103,7 @@ def lint(policies: list[tuple["TilePolicy", tuple[tuple[int, str], ...]]], *,
 
 def shipped_pairs(families: Iterable[str] | None = None, arches: Iterable | None = None):
     """(policy, targets) pairs for det-suite's shipped tables ("default" included)."""
-    from det_suite.arch import validate_family
+    from det_suite.platform.family import validate_family
     from det_suite.policy import shipped_families, shipped_policy
 
     names = list(families) if families else list(shipped_families())

@@ -72,7 +72,7 @@ from typing import NamedTuple
 
 import pytest
 
-from det_suite import arch, hardware
+from det_suite.platform import family as arch, hardware
 
 ENTRY_POINT_NAME = "det_suite"
 SESSION_PLUGIN_NAME = "det_suite_session"
@@ -296,11 +296,11 @@ def pytest_configure(config) -> None:
 
 def _enter_fixed_order_dot(config) -> None:
     """On the interpreter, tl.dot must be row-count invariant like every GPU MMA, or CPU
-    invariance tests measure numpy's BLAS instead of the kernel (det_suite.interpreter)."""
-    from det_suite.arch import interpreter_active
+    invariance tests measure numpy's BLAS instead of the kernel (det_suite.platform.gpu_faithful_interpreter)."""
+    from det_suite.platform.family import interpreter_active
 
     if interpreter_active():
-        from det_suite.interpreter import fixed_order_dot
+        from det_suite.platform.gpu_faithful_interpreter import fixed_order_dot
 
         stack = contextlib.ExitStack()
         stack.enter_context(fixed_order_dot())
@@ -363,7 +363,7 @@ class RunState:
             lines.append(f"det-suite: {INTERPRET_ENV}=1 set by the det-suite plugin "
                          "(no CUDA device): kernels run on the Triton interpreter")
         if config.stash.get(_DOT_STACK_KEY, None) is not None:
-            from det_suite.interpreter import NOTE
+            from det_suite.platform.gpu_faithful_interpreter import NOTE
 
             lines.append(f"det-suite: {NOTE}")
         if self.settings.arch_as is not None:

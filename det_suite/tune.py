@@ -49,7 +49,7 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Protocol, Sequence
 
-from det_suite.arch import validate_family
+from det_suite.platform.family import validate_family
 from det_suite.bench.gemm import GemmShape, geometric_mean
 from det_suite.policy import SUPPORTED_STAGES, LaunchConfig, MTile, TableEntry, TilePolicy
 
@@ -943,7 +943,7 @@ class Tuner:
     def _precompile(self, jobs: Sequence[tuple[Reduction, Variant, int]], n: int, k: int):
         if not self.settings.parallel_compile or self.measure != self._gpu_measure:
             return
-        from det_suite.arch import interpreter_active
+        from det_suite.platform.family import interpreter_active
 
         if interpreter_active():
             return
@@ -961,7 +961,7 @@ class Tuner:
             return
         import torch
 
-        from det_suite.arch import interpreter_active
+        from det_suite.platform.family import interpreter_active
 
         if interpreter_active() or self.device is None \
                 or torch.device(self.device).type != "cuda":
@@ -1161,8 +1161,8 @@ def tuned_on(device=None) -> dict:
     import triton
 
     from det_suite import __version__
-    from det_suite.arch import interpreter_active
-    from det_suite.report import git_revision
+    from det_suite.platform.family import interpreter_active
+    from det_suite.reports.environment import git_revision
 
     info = {"date": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
             "host": platform.node(), "torch": torch.__version__,
@@ -1215,7 +1215,7 @@ def tuned_policy_json(base: TilePolicy, outcomes: Sequence[ShapeOutcome],
 def write_tuned_policy(path, payload: dict):
     """Check the payload loads as a policy, then write it atomically."""
     from det_suite.policy import parse_policy
-    from det_suite.report import write_json_atomic
+    from det_suite.reports.files import write_json_atomic
 
     parse_policy(json.loads(json.dumps(payload, default=str)), str(path))
     return write_json_atomic(path, payload)

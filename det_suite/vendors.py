@@ -11,11 +11,12 @@ release is loud rather than a silent fallback.
 from __future__ import annotations
 
 import importlib
-import importlib.util
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
+
+from det_suite.platform.hardware import importable
 
 GemmFn = Callable[..., torch.Tensor]
 
@@ -58,10 +59,6 @@ def flashinfer_bmm_fp8(a, w_kn, a_scale, w_scale, bias, out_dtype):
     return out + bias if bias is not None else out
 
 
-def _importable(module_name: str) -> bool:
-    return importlib.util.find_spec(module_name) is not None
-
-
 VENDOR_GEMMS = {
     "torch_scaled_mm": VendorGemm("torch_scaled_mm", torch_scaled_mm,
                                   "torch._scaled_mm, per-tensor scales (cuBLASLt)"),
@@ -76,4 +73,4 @@ _VENDOR_MODULES = {"sglang_fp8_scaled_mm": "sgl_kernel", "flashinfer_bmm_fp8": "
 def available_vendor_gemms() -> dict[str, VendorGemm]:
     """The vendors usable here: torch always; the others when their package imports."""
     return {name: gemm for name, gemm in VENDOR_GEMMS.items()
-            if name not in _VENDOR_MODULES or _importable(_VENDOR_MODULES[name])}
+            if name not in _VENDOR_MODULES or importable(_VENDOR_MODULES[name])}

@@ -50,7 +50,7 @@ import xml.etree.ElementTree as ET
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from det_suite.report import write_json_atomic, write_text_atomic
+from det_suite.reports.files import write_json_atomic, write_text_atomic
 
 try:
     import tomllib
@@ -231,12 +231,12 @@ def _git(repo: Path, *args: str) -> str:
 def tree_files(repo: str | os.PathLike, include_untracked: bool = False) -> list[str]:
     """Tracked paths (and, optionally, untracked non-ignored ones), relative to `repo`.
     Outside a git checkout (a GPU machine's copy of the tree) every det-suite source file
-    (det_suite.provenance.SOURCE_GLOBS) instead."""
+    (det_suite.reports.provenance.SOURCE_GLOBS) instead."""
     repo = Path(repo)
     try:
         files = set(_git(repo, "ls-files", "-z", "--cached").split("\0"))
     except MutateError:
-        from det_suite.provenance import source_hashes
+        from det_suite.reports.provenance import source_hashes
 
         return sorted(source_hashes(repo))
     if include_untracked:
@@ -261,9 +261,9 @@ def copy_tree(repo: str | os.PathLike, dest: str | os.PathLike, files: list[str]
 
 
 def git_revision(repo: str | os.PathLike) -> str | None:
-    """The revision results record (det_suite.provenance): HEAD, '+diff.<hash>' when the
+    """The revision results record (det_suite.reports.provenance): HEAD, '+diff.<hash>' when the
     copies hold changes; DET_SUITE_REVISION where the sender set it."""
-    from det_suite.provenance import revision
+    from det_suite.reports.provenance import revision
 
     return revision(repo)["revision"]
 

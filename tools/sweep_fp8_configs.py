@@ -29,11 +29,12 @@ import torch
 
 from det_suite.bench.gemm import weight_floor_us
 from det_suite.bench.timing import copy_bandwidth, graph_median_us, launch_floor_us
+from det_suite.models.catalog import projections
 from det_suite.ops import launch_fp8_gemm
 from det_suite.policy import LaunchConfig
 from det_suite.tune import precompile_launches
 
-QWEN3_8B = [(6144, 4096), (4096, 4096), (24576, 4096), (4096, 12288)]
+QWEN3_8B = [(p.n, p.k) for p in projections("qwen3-8b")]
 CALLS_PER_GRAPH = 16
 
 

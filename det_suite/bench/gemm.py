@@ -34,6 +34,7 @@ if TYPE_CHECKING:  # torch is imported inside functions: the CLI imports this mo
     import torch  # register its options, and `det-suite --help` must stay fast
 
 from det_suite.bench import MODE_DESCRIPTIONS, MODES
+from det_suite.models.catalog import MODELS, projections
 
 REFERENCE_VENDOR = "torch_scaled_mm"
 DEFAULT_MS = (1, 8, 32, 128, 512, 2048, 8192)
@@ -62,16 +63,12 @@ class GemmShape:
         return f"{self.n}x{self.k}"
 
 
-def _preset(model: str, shapes: Sequence[tuple[str, int, int]]) -> tuple[GemmShape, ...]:
-    return tuple(GemmShape(f"{model}/{proj}", n, k) for proj, n, k in shapes)
+def _preset(model: str) -> tuple[GemmShape, ...]:
+    """A model's projections from the shape catalog, named '<model>/<projection>'."""
+    return tuple(GemmShape(f"{p.model}/{p.name}", p.n, p.k) for p in projections(model))
 
 
-SHAPE_PRESETS: dict[str, tuple[GemmShape, ...]] = {
-    "qwen3-8b": _preset("qwen3-8b", (("qkv", 6144, 4096), ("o", 4096, 4096),
-                                     ("gate_up", 24576, 4096), ("down", 4096, 12288))),
-    "qwen3-14b": _preset("qwen3-14b", (("qkv", 7168, 5120), ("o", 5120, 5120),
-                                       ("gate_up", 34816, 5120), ("down", 5120, 17408))),
-}
+SHAPE_PRESETS: dict[str, tuple[GemmShape, ...]] = {model: _preset(model) for model in MODELS}
 _EXPLICIT = re.compile(r"^(?:(?P<name>[A-Za-z0-9_./-]+)=)?(?P<n>\d+)\s*[,xX]\s*(?P<k>\d+)$")
 
 
@@ -83,7 +80,7 @@ def parse_shape(spec: str) -> tuple[GemmShape, ...]:
     match = _EXPLICIT.match(spec)
     if not match:
         raise ValueError(f"shape {spec!r} is neither a preset ({', '.join(SHAPE_PRESETS)}) "
-                         "nor N,K (e.g. 4096,12288)")
+                         "nor N,K (e.g. 4096,14336)")
     n, k = int(match["n"]), int(match["k"])
     if n < 1 or k < 1:
         raise ValueError(f"shape {spec!r}: N and K must be >= 1")
@@ -531,7 +528,7 @@ def run_gemm_bench(shapes: Sequence[GemmShape], ms: Sequence[int],
     """The benchmark on the current CUDA device (raises GpuRequired without one)."""
     import torch
 
-    from det_suite.arch import device_family
+    from det_suite.platform.family import device_family
     from det_suite.bench.timing import (copy_bandwidth, launch_floor_us, make_timer,
                                         require_gpu)
     from det_suite.ops import fp8_scaled_mm, launch_fp8_gemm

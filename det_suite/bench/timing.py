@@ -44,7 +44,7 @@ class GpuRequired(RuntimeError):
 
 def gpu_problem(what: str) -> str | None:
     """Why `what` cannot time kernels here, or None when a real CUDA GPU is usable."""
-    from det_suite.arch import interpreter_active
+    from det_suite.platform.family import interpreter_active
 
     if not torch.cuda.is_available():
         return NO_GPU_MESSAGE.format(what=what)

@@ -138,10 +138,11 @@ def run_gemm(args) -> int:
         print(problem, file=sys.stderr)
         return EXIT_NO_GPU
 
-    from det_suite.arch import device_family
+    from det_suite.platform.family import device_family
     from det_suite.bench.gemm import run_gemm_bench
     from det_suite.policy import load_policy_file
-    from det_suite.report import environment, write_json_atomic, write_text_atomic
+    from det_suite.reports.environment import environment
+    from det_suite.reports.files import write_json_atomic, write_text_atomic
 
     family = device_family()
     try:

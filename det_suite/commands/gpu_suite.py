@@ -9,12 +9,13 @@ how long it took and how it ended. Skipped tests are counted as not run, never a
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
+
+from det_suite.platform.interpreter import environment_without_interpreter
 
 STEP_NAMES = ("pytest", "invariance", "bench", "lint")
 GPU_MARKERS = "gpu or graph or fp8 or sm90 or sm120"
@@ -89,7 +90,8 @@ def _junit_counts(path: Path) -> dict | None:
 
 
 def run(args) -> int:
-    from det_suite.report import environment, write_json_atomic
+    from det_suite.reports.environment import environment
+    from det_suite.reports.files import write_json_atomic
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -105,8 +107,7 @@ def run(args) -> int:
         print(f"gpu-suite: {exc}", file=sys.stderr)
         return 2
     commands = _steps(out, args)
-    env = dict(os.environ)
-    env.pop("TRITON_INTERPRET", None)  # a GPU run must never fall back to the interpreter
+    env = environment_without_interpreter()  # a GPU run must never fall back to it
     results = []
     for name in wanted:
         print(f"gpu-suite: [{name}] {' '.join(commands[name])}", file=sys.stderr, flush=True)

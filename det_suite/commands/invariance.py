@@ -7,9 +7,10 @@ or shape, a named provider that cannot run here).
 
 from __future__ import annotations
 
-import os
 import sys
 import time
+
+from det_suite.platform.interpreter import interpreter_active, use_interpreter
 
 DESCRIPTION = """\
 Compare FP8 linear providers bit for bit: the last m rows alone vs inside an M-row call
@@ -83,19 +84,17 @@ def _prepare_device(requested: str | None) -> str:
     import torch
 
     if requested is None:
-        requested = "cuda" if torch.cuda.is_available() and \
-            os.environ.get("TRITON_INTERPRET", "0") in ("", "0") else "cpu"
+        requested = "cuda" if torch.cuda.is_available() and not interpreter_active() else "cpu"
     if requested not in ("cuda", "cpu") and not requested.startswith("cuda:"):
         raise ValueError(f"--device must be cuda or cpu; got {requested!r}")
     if requested.startswith("cuda") and not torch.cuda.is_available():
         raise ValueError("--device cuda, but torch sees no CUDA device")
-    if requested == "cpu" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
+    if requested == "cpu" and not interpreter_active():
         if "det_suite.kernels.fp8_scaled_mm" in sys.modules:
             raise ValueError("--device cpu needs TRITON_INTERPRET=1 set before det-suite's "
                              "kernels are imported; set it in the environment")
-        os.environ["TRITON_INTERPRET"] = "1"
-        print("det-suite invariance: no GPU in use; TRITON_INTERPRET=1 set (kernels run on "
-              "the Triton interpreter)", file=sys.stderr)
+        use_interpreter("det-suite invariance: no GPU in use; TRITON_INTERPRET=1 set (kernels "
+                        "run on the Triton interpreter)")
     return requested
 
 
@@ -109,7 +108,7 @@ def run_command(args) -> int:
     from det_suite.invariance import cases as cases_mod
     from det_suite.invariance import providers as providers_mod
     from det_suite.invariance import report, runner, verdict
-    from det_suite.report import environment
+    from det_suite.reports.environment import environment
 
     full = args.full or (not args.quick and device.startswith("cuda"))
     try:

@@ -59,7 +59,7 @@ def _stages(text: str | None) -> tuple[int, ...]:
 
 
 def _environment() -> dict:
-    from det_suite.report import environment
+    from det_suite.reports.environment import environment
 
     try:
         return environment()
@@ -70,7 +70,7 @@ def _environment() -> dict:
         import triton
 
         from det_suite import __version__
-        from det_suite.provenance import source_hashes
+        from det_suite.reports.provenance import source_hashes
         return {"environment_error": f"{type(exc).__name__}: {exc}",
                 "python": platform.python_version(), "torch": torch.__version__,
                 "triton": triton.__version__, "det_suite": __version__,
@@ -79,7 +79,7 @@ def _environment() -> dict:
 
 def run(args: argparse.Namespace) -> int:
     from det_suite import policy_lint
-    from det_suite.report import write_json_atomic, write_text_atomic
+    from det_suite.reports.files import write_json_atomic, write_text_atomic
 
     try:
         stages = _stages(args.stages)

@@ -33,7 +33,7 @@ def _invariance_argv(out: str, on_gpu: bool) -> list[str]:
 def run(args) -> int:
     import torch
 
-    from det_suite.arch import device_family, family_source, interpreter_active
+    from det_suite.platform.family import device_family, family_source, interpreter_active
     from det_suite.cli import build_parser
     from det_suite.dispatch import select_fp8_provider
 

@@ -111,7 +111,7 @@ def run_tune(args) -> int:
 
     import torch
 
-    from det_suite.arch import device_family
+    from det_suite.platform.family import device_family
     from det_suite.policy import load_policy_file, shipped_policy
     from det_suite.tune import (TuneSettings, Tuner, tuned_on, tuned_policy_json,
                                 write_tuned_policy)

@@ -26,7 +26,9 @@ from dataclasses import dataclass
 
 import torch
 
-from det_suite.synthetic import Fp8Linear
+from det_suite.models.catalog import MODELS, projections
+
+from det_suite.models.synthetic_linear import Fp8Linear
 
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 
@@ -57,18 +59,20 @@ class Shape:
         return f"{self.name} ({self.n}x{self.k})"
 
 
-QWEN3_8B = (Shape("qwen3-8b.qkv", 6144, 4096), Shape("qwen3-8b.o", 4096, 4096),
-            Shape("qwen3-8b.gate_up", 24576, 4096), Shape("qwen3-8b.down", 4096, 12288))
-QWEN3_14B = (Shape("qwen3-14b.qkv", 7168, 5120), Shape("qwen3-14b.o", 5120, 5120),
-             Shape("qwen3-14b.gate_up", 34816, 5120), Shape("qwen3-14b.down", 5120, 17408))
+def model_shapes(model: str) -> tuple[Shape, ...]:
+    """A model's projections from the shape catalog, named '<model>.<projection>'."""
+    return tuple(Shape(f"{p.model}.{p.name}", p.n, p.k) for p in projections(model))
+
+
+QWEN3_8B = model_shapes("qwen3-8b")
+QWEN3_14B = model_shapes("qwen3-14b")
 # K=80 is not a multiple of any BLOCK_K (masked K tail); N=4000 is not a multiple of 64 or
 # 128 (masked N tail); both stay multiples of 16, which cuBLASLt's FP8 path requires.
 K80_TAIL = Shape("k80-tail", 4000, 80)
 # Interpreter-sized: an N tail under BLOCK_N 64 with several K tiles, and a K=80 tail.
 CPU_SHAPES = (Shape("cpu.n96k256", 96, 256), Shape("cpu.n64k80-tail", 64, 80))
 SHAPE_PRESETS = {
-    "qwen3-8b": QWEN3_8B,
-    "qwen3-14b": QWEN3_14B,
+    **{model: model_shapes(model) for model in MODELS},
     "k80-tail": (K80_TAIL,),
     "gpu": QWEN3_8B + QWEN3_14B + (K80_TAIL,),
     "cpu": CPU_SHAPES,

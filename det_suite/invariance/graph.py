@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import torch
 
-from det_suite.arch import interpreter_active
+from det_suite.platform.family import interpreter_active
 from det_suite.invariance.cases import Case, Plan, Problem, apply_layout, make_rows, take_rows
 from det_suite.invariance.compare import Recorder, compare
 from det_suite.invariance.providers import Provider

@@ -33,7 +33,7 @@ from typing import Callable
 import torch
 
 from det_suite import vendors
-from det_suite.arch import KNOWN_FAMILIES, device_family, interpreter_active
+from det_suite.platform.family import KNOWN_FAMILIES, device_family, interpreter_active
 from det_suite.policy import LaunchConfig, SUPPORTED_STAGES, shipped_families, shipped_policy
 
 LinearFn = Callable[..., torch.Tensor]

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from det_suite.invariance.cases import m_class, m_classes
 from det_suite.invariance.compare import KINDS
-from det_suite.report import write_bytes_atomic, write_json_atomic, write_text_atomic
+from det_suite.reports.tables import markdown_table
+from det_suite.reports.files import write_bytes_atomic, write_json_atomic, write_text_atomic
 
 SCHEMA = "det-suite/invariance/1"
 JSON_NAME = "invariance.json"
@@ -191,6 +192,10 @@ def _cell_row(cell: dict) -> list[str]:
             "-" if cell["first_differing_m"] is None else str(cell["first_differing_m"])]
 
 
+def _table_lines(header, rows) -> list[str]:
+    return markdown_table(header, rows).split("\n")
+
+
 VERDICT_HEADER = ["provider", "claims", "comparisons", "S", "C", "G", "AB", "differ",
                   "errors", "status"]
 
@@ -245,14 +250,6 @@ def format_table(payload: dict) -> str:
 
 # ---------------------------------------------------------------- Markdown
 
-def _md_table(header: list[str], rows: list[list[str]]) -> list[str]:
-    def esc(v: str) -> str:
-        return v.replace("|", "\\|")
-    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    out += ["| " + " | ".join(esc(v) for v in r) + " |" for r in rows]
-    return out
-
-
 def render_markdown(payload: dict, *, max_mismatches: int = 50) -> str:
     env = payload["environment"]
     total = payload["counts"]
@@ -270,7 +267,7 @@ def render_markdown(payload: dict, *, max_mismatches: int = 50) -> str:
     lines += [f"Note: {note}." for note in payload["notes"]]
     lines += ["",
              "## Verdicts", ""]
-    lines += _md_table(VERDICT_HEADER, [_verdict_row(v) for v in payload["verdicts"]])
+    lines += _table_lines(VERDICT_HEADER, [_verdict_row(v) for v in payload["verdicts"]])
     lines += [""]
     lines += [f"- **{v['provider']}**: {v['message']}" for v in payload["verdicts"]]
     lines += ["", "Claims: `yes` must be invariant (a difference fails the run); `control` "
@@ -281,7 +278,7 @@ def render_markdown(payload: dict, *, max_mismatches: int = 50) -> str:
               "Per kind: " + ", ".join(f"{k} {n}" for k, n in total["by_kind"].items())
               + ".", ""]
     lines += [f"- {line}" for line in _family_lines(payload)] + [""]
-    lines += _md_table(["provider"] + list(KINDS) + ["total"],
+    lines += _table_lines(["provider"] + list(KINDS) + ["total"],
                        [[p] + [str(kinds[k]) for k in KINDS] + [str(sum(kinds.values()))]
                         for p, kinds in total["by_provider_kind"].items()])
     plan = payload["plan"]
@@ -303,14 +300,14 @@ def render_markdown(payload: dict, *, max_mismatches: int = 50) -> str:
               "cancelling outlier pairs so a change of summation order reaches the output "
               "bits (det_suite/invariance/cases.py)", "",
               "## Provider x shape x M class", ""]
-    lines += _md_table(CELL_HEADER, [_cell_row(c) for c in payload["cells"]])
+    lines += _table_lines(CELL_HEADER, [_cell_row(c) for c in payload["cells"]])
     lines += ["", "kinds: S cached suffix, C batch composition, G CUDA Graph replay, AB "
                   "pipeline A/B.", ""]
     if payload["mismatches_total"]:
         shown = payload["mismatches"][:max_mismatches]
         lines += [f"## Differing comparisons ({len(shown)} of "
                   f"{payload['mismatches_total']})", ""]
-        lines += _md_table(["provider", "case", "kind", "m", "ref m", "rows", "max abs diff",
+        lines += _table_lines(["provider", "case", "kind", "m", "ref m", "rows", "max abs diff",
                             "vs"],
                            [[c["provider"], c["case"], c["kind"], str(c["m"]),
                              str(c["ref_m"]), str(c["mismatching_rows"]),

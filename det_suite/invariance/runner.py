@@ -21,8 +21,8 @@ import torch
 from det_suite.invariance.cases import Case, Plan, make_problem
 from det_suite.invariance.compare import Recorder, run_suffix_and_composition
 from det_suite.invariance.graph import graph_unavailable, run_graph_replays
-from det_suite.interpreter import NOTE as FIXED_ORDER_NOTE
-from det_suite.interpreter import fixed_order_dot
+from det_suite.platform.gpu_faithful_interpreter import NOTE as FIXED_ORDER_NOTE
+from det_suite.platform.gpu_faithful_interpreter import fixed_order_dot
 from det_suite.invariance.providers import Provider, ab_groups
 
 Progress = Callable[[str], None]

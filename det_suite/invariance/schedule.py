@@ -7,7 +7,7 @@ chunk, each tile's products summed from zero in ascending k and added to the chu
 accumulator, chunks added to a zero-initialised total in ascending order, then scale, bias,
 cast - each a separate fp32 rounding.
 
-On Triton's interpreter with `det_suite.interpreter.fixed_order_dot` active (the pytest
+On Triton's interpreter with `det_suite.platform.gpu_faithful_interpreter.fixed_order_dot` active (the pytest
 plugin and the CLI install it), a tile's `tl.dot` is exactly that ordered fp32 sum, so every
 launch shape of the kernel (pointer, TMA, swapped operands; single pass, workspace with the
 fused fix-up or the reduce kernel) must equal this function bit for bit. A kernel that walks

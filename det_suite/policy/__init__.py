@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from importlib import resources
 
-from det_suite.arch import DEFAULT_FAMILY, KNOWN_FAMILIES, validate_family
+from det_suite.platform.family import DEFAULT_FAMILY, KNOWN_FAMILIES, validate_family
 
 SUPPORTED_STAGES = (2, 3, 4, 5, 6, 7, 8)
 # wgmma's row count: what a swapped (swap_ab) tile runs with when TMA is ruled out.

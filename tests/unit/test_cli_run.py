@@ -23,7 +23,7 @@ def test_git_revision_names_a_modified_tree_by_its_diff(monkeypatch):
     """A results file names the bare commit only when the code that ran is that commit."""
     import subprocess
 
-    from det_suite import provenance, report
+    from det_suite.reports import environment as report, provenance
 
     def fake_run(cmd, **kwargs):
         out = {"rev-parse": b"abc123\n", "diff": b"--- a/ops.py\n+++ b/ops.py\n",

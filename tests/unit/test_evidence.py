@@ -3,7 +3,7 @@
 When a kernel, the policy, the harness or a GPU test changes, the evidence no longer
 describes the code and `test_evidence_still_describes_the_code` fails, naming the files:
 re-run `tools/h200_evidence.sh` (its three phases) and regenerate the README block with
-`python -m det_suite.evidence` before landing.
+`python -m det_suite.reports.evidence` before landing.
 """
 
 import shutil
@@ -11,7 +11,7 @@ import shutil
 import pytest
 
 from det_suite import evidence
-from det_suite.provenance import REPO_ROOT
+from det_suite.reports.provenance import REPO_ROOT
 
 FOLDER = REPO_ROOT / evidence.CURRENT_EVIDENCE
 
@@ -25,7 +25,7 @@ def test_readme_measured_block_is_generated_from_the_evidence(headline):
     block = evidence.readme_block((REPO_ROOT / "README.md").read_text())
     assert block is not None, "README.md has no generated evidence block"
     assert block == evidence.render_markdown(headline, evidence.CURRENT_EVIDENCE), \
-        "README's Measured block differs from the evidence: run python -m det_suite.evidence"
+        "README's Measured block differs from the evidence: run python -m det_suite.reports.evidence"
 
 
 def test_evidence_still_describes_the_code():

@@ -12,7 +12,7 @@ from det_suite.invariance.cases import stress_operands
 from det_suite.invariance.providers import control_provider
 from det_suite.ops import fp8_linear, fp8_scaled_mm, quantize_fp8
 from det_suite.policy import shipped_policy
-from det_suite.synthetic import make_activations, make_fp8_linear
+from det_suite.models.synthetic_linear import make_activations, make_fp8_linear
 
 DTYPES = [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float16, id="fp16")]
 # The reference multiplies the very FP8 operands the kernel sees, so only two errors remain:

@@ -24,7 +24,7 @@ import torch
 
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 from det_suite.ops import fp8_linear, quantize_fp8
-from det_suite.synthetic import make_activations, make_fp8_linear
+from det_suite.models.synthetic_linear import make_activations, make_fp8_linear
 
 E4M3 = torch.float8_e4m3fn
 NAN_BYTES = (0x7F, 0xFF)

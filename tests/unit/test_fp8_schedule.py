@@ -1,6 +1,6 @@
 """Every launch shape of the FP8 GEMM computes the reduction schedule it declares, bit for bit.
 
-On the CPU the interpreter's tl.dot is an ordered fp32 sum (det_suite.interpreter), so the
+On the CPU the interpreter's tl.dot is an ordered fp32 sum (det_suite.platform.gpu_faithful_interpreter), so the
 kernel must equal `invariance.schedule.emulate_fp8_gemm` for its config: chunks, BLOCK_K
 tiles, the order partials are combined, the K and N tails, the epilogue. Inputs are the
 harness's cancelling pairs, and the counterpart tests below prove that on those inputs each

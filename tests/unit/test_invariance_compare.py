@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from det_suite.invariance import cases as C
-from det_suite import interpreter
+from det_suite.platform import gpu_faithful_interpreter as interpreter
 from det_suite.invariance import graph, runner, verdict
 from det_suite.invariance import providers as prov
 from det_suite.invariance.compare import Recorder, compare, diff_stats

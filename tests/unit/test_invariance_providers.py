@@ -9,7 +9,7 @@ import types
 import pytest
 import torch
 
-from det_suite.arch import device_family
+from det_suite.platform.family import device_family
 from det_suite.invariance import providers as prov
 from det_suite.invariance.cases import Case, Shape, apply_layout, make_problem, make_rows
 

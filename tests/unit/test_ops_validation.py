@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from det_suite.ops import fp8_linear, fp8_scaled_mm, quantize_fp8, resolve_weight
-from det_suite.synthetic import make_fp8_linear
+from det_suite.models.synthetic_linear import make_fp8_linear
 
 K, N = 128, 64
 

@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from det_suite.arch import family_of_capability
+from det_suite.platform.family import family_of_capability
 from det_suite.policy import load_policy_file, parse_policy, shipped_families, shipped_policy
 
 SEED_BLOCK_M = {16, 32, 128}

@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from det_suite import ops, policy_lint
-from det_suite.arch import family_of_capability
+from det_suite.platform.family import family_of_capability
 from det_suite.cli import main as cli_main
 from det_suite.policy import LaunchConfig, shipped_families, shipped_policy
 from det_suite.policy_lint import (

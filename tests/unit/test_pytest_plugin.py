@@ -1,6 +1,6 @@
 """The det-suite pytest plugin, driven through pytester in-process runs.
 
-Inner runs see whatever hardware snapshot a test installs (`det_suite.hardware.current`
+Inner runs see whatever hardware snapshot a test installs (`det_suite.platform.hardware.current`
 is looked up at run time), so GPU paths are tested on a CPU machine and nothing here
 depends on what this machine has or has installed.
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 import det_suite
-from det_suite import hardware
+from det_suite.platform import hardware
 from det_suite import pytest_plugin as plugin
 
 pytest_plugins = ["pytester"]
@@ -653,7 +653,7 @@ def workers_see(pytester, machine, monkeypatch):
         fields = {f.name: getattr(snapshot, f.name)
                   for f in dataclasses.fields(snapshot) if f.init}
         pytester.makeconftest(
-            "from det_suite import hardware\n\n\n"
+            "from det_suite.platform import hardware\n\n\n"
             "def pytest_configure(config):\n"
             "    if hasattr(config, 'workerinput'):\n"
             f"        snapshot = hardware.Snapshot(**{fields!r})\n"

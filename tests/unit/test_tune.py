@@ -14,7 +14,7 @@ from dataclasses import replace
 import pytest
 import torch
 
-from det_suite.arch import KNOWN_FAMILIES
+from det_suite.platform.family import KNOWN_FAMILIES
 from det_suite.bench.gemm import GemmShape
 from det_suite.cli import main
 from det_suite.commands.tune import _defaults, resolve_family
@@ -512,7 +512,7 @@ def test_tune_without_gpu_exits_2_with_a_clear_message(capsys, tmp_path):
 # ------------------------------------------------------------------ GPU
 
 def _gpu_family():
-    from det_suite.arch import device_family
+    from det_suite.platform.family import device_family
     return device_family(torch.device("cuda"))
 
 

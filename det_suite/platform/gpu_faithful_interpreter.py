@@ -36,7 +36,7 @@ from contextlib import contextmanager
 
 import numpy as np
 
-from det_suite.arch import interpreter_active
+from det_suite.platform.interpreter import interpreter_active
 
 NOTE = ("Triton interpreter made GPU-faithful by det-suite: tl.dot summed in a fixed order "
         "(ascending k, fp32; numpy's OpenBLAS matmul is not row-count invariant) and fp32 -> "

@@ -1,7 +1,7 @@
 """What this process can run on: one frozen snapshot, taken once and reused.
 
 The pytest plugin decides skips from it, reports print it. `current()` is cached so the
-probe runs once per process; tests replace it (monkeypatch `det_suite.hardware.current`)
+probe runs once per process; tests replace it (monkeypatch `det_suite.platform.hardware.current`)
 to exercise GPU paths on a CPU machine, so callers must look it up through the module at
 call time rather than binding the function at import.
 
@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass, field
 from functools import lru_cache
 
-from det_suite import arch
+from det_suite.platform import family as arch
+from det_suite.platform.interpreter import interpreter_active
 
 # Optional packages a marker depends on; find_spec answers without importing them.
 OPTIONAL_PACKAGES = ("transformers", "safetensors", "sglang")
@@ -68,24 +69,17 @@ class Snapshot:
         return getattr(self, name)
 
     def tile_family(self) -> tuple[str, str]:
-        """(family, source) the tile policy resolves to in this process.
-
-        Mirrors det_suite.arch.device_family but reads the snapshot, so it never touches
-        CUDA and honours a substituted snapshot in tests.
-        """
-        override = os.environ.get(arch.ARCH_OVERRIDE_ENV)
-        if override:
-            return (arch.validate_family(override, argument=arch.ARCH_OVERRIDE_ENV),
-                    f"override ({arch.ARCH_OVERRIDE_ENV})")
-        if self.interpreter_active or not self.cuda_available:
-            return arch.INTERPRETER_FAMILY, "interpreter"
-        return self.family, "detected"
+        """(family, source) the tile policy resolves to in this process, by the same rule
+        as `family.device_family`, read from the snapshot (never touches CUDA, honours a
+        substituted snapshot in tests)."""
+        return arch.resolve_family(on_cpu=self.interpreter_active or not self.cuda_available,
+                                   capability=self.capability)
 
     def as_dict(self) -> dict:
         return dataclasses.asdict(self)
 
 
-def _importable(name: str) -> bool:
+def importable(name: str) -> bool:
     try:
         return importlib.util.find_spec(name) is not None
     except (ImportError, ValueError):
@@ -114,10 +108,10 @@ def detect() -> Snapshot:
         cuda_available=cuda,
         device_name=name,
         capability=capability,
-        interpreter_active=arch.interpreter_active(),
-        transformers=_importable("transformers"),
-        safetensors=_importable("safetensors"),
-        sglang=_importable("sglang"),
+        interpreter_active=interpreter_active(),
+        transformers=importable("transformers"),
+        safetensors=importable("safetensors"),
+        sglang=importable("sglang"),
         torch_version=torch.__version__,
         triton_version=_distribution_version("triton", "pytorch-triton"),
     )

@@ -1,10 +1,14 @@
-"""GPU family detection. A family is the unit a tile table is written and proven for."""
+"""GPU families: which tile table serves a device. A family is the unit a tile table is
+written and proven for; `resolve_family` is the one rule, read by `device_family` (live
+device) and `hardware.Snapshot.tile_family` (a snapshot, never touching CUDA)."""
 
 from __future__ import annotations
 
 import os
 
 import torch
+
+from det_suite.platform.interpreter import interpreter_active
 
 # Families with a shipped tile table. Anything else resolves to "default".
 KNOWN_FAMILIES = ("sm89", "sm90", "sm100", "sm120")
@@ -36,26 +40,30 @@ def validate_family(name: str, *, argument: str = "family") -> str:
     return name
 
 
-def interpreter_active() -> bool:
-    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+def resolve_family(*, on_cpu: bool, capability: tuple[int, int] | None) -> tuple[str, str]:
+    """(family, source) for a launch: DET_SUITE_ARCH overrides detection (for diagnosis,
+    e.g. running SM12x's table on an H200; the override is visible in every report), the
+    interpreter or a CPU device walks INTERPRETER_FAMILY's table, else the capability."""
+    override = os.environ.get(ARCH_OVERRIDE_ENV)
+    if override:
+        return (validate_family(override, argument=ARCH_OVERRIDE_ENV),
+                f"override ({ARCH_OVERRIDE_ENV})")
+    if on_cpu or interpreter_active():
+        return INTERPRETER_FAMILY, "interpreter"
+    if capability is None:
+        raise RuntimeError("no CUDA device and TRITON_INTERPRET is not set: det-suite's kernels "
+                           "have nowhere to run (set TRITON_INTERPRET=1 to use the interpreter)")
+    return family_of_capability(*capability), "detected"
 
 
 def device_family(device: torch.device | None = None) -> str:
-    """The family whose tile table a launch on `device` uses.
-
-    DET_SUITE_ARCH overrides detection (for diagnosis, e.g. running SM12x's table on an
-    H200); the override is visible in every report through `family_source`.
-    """
-    override = os.environ.get(ARCH_OVERRIDE_ENV)
-    if override:
-        return validate_family(override, argument=ARCH_OVERRIDE_ENV)
-    if device is not None and torch.device(device).type == "cpu" or interpreter_active():
-        return INTERPRETER_FAMILY
-    if not torch.cuda.is_available():
-        raise RuntimeError("no CUDA device and TRITON_INTERPRET is not set: det-suite's kernels "
-                           "have nowhere to run (set TRITON_INTERPRET=1 to use the interpreter)")
-    major, minor = torch.cuda.get_device_capability(device)
-    return family_of_capability(major, minor)
+    """The family whose tile table a launch on `device` uses."""
+    on_cpu = device is not None and torch.device(device).type == "cpu"
+    capability = None
+    if not on_cpu and not interpreter_active() and not os.environ.get(ARCH_OVERRIDE_ENV) \
+            and torch.cuda.is_available():
+        capability = tuple(torch.cuda.get_device_capability(device))
+    return resolve_family(on_cpu=on_cpu, capability=capability)[0]
 
 
 def family_source() -> str:

@@ -1,44 +1,16 @@
-"""Environment capture and atomic report writing shared by every det-suite command."""
+"""What produced a result: machine, GPU, software stack and det-suite's own source, captured
+once per report by every command."""
 
 from __future__ import annotations
 
 import datetime as _dt
-import json
-import os
 import platform
-import tempfile
-from pathlib import Path
-
-
-def write_bytes_atomic(path: str | os.PathLike, data: bytes) -> Path:
-    """Write via a temporary file in the same folder and rename, so readers never see a
-    partial report and a crash leaves the previous file (or none) behind."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return path
-
-
-def write_text_atomic(path: str | os.PathLike, text: str) -> Path:
-    return write_bytes_atomic(path, text.encode("utf-8"))
-
-
-def write_json_atomic(path: str | os.PathLike, payload) -> Path:
-    return write_text_atomic(path, json.dumps(payload, indent=2, sort_keys=False, default=str) + "\n")
 
 
 def git_revision() -> str | None:
     """The revision a result names: DET_SUITE_REVISION when the sender set it, else
-    '<commit>' for a clean tree or '<commit>+diff.<hash>' (det_suite.provenance)."""
-    from det_suite.provenance import revision
+    '<commit>' for a clean tree or '<commit>+diff.<hash>' (det_suite.reports.provenance)."""
+    from det_suite.reports.provenance import revision
 
     return revision()["revision"]
 
@@ -49,8 +21,9 @@ def environment() -> dict:
     import triton
 
     from det_suite import __version__
-    from det_suite.arch import device_family, family_source, interpreter_active
-    from det_suite.provenance import revision, source_hashes, tree_sha256
+    from det_suite.platform.family import device_family, family_source
+    from det_suite.platform.interpreter import interpreter_active
+    from det_suite.reports.provenance import revision, source_hashes, tree_sha256
 
     hashes = source_hashes()
     rev = revision()  # runs git a few times: once per report, not per field

@@ -1,4 +1,5 @@
-"""Synthetic FP8 linear layers and activations with sane static scales.
+"""One synthetic FP8 linear layer and its activations, with sane static scales (whole
+synthetic checkpoints, built the same way, are `models.synthetic`, issue 12).
 
 Weights are scaled like a trained model's (std about 1/sqrt(K)) and the input scale is
 calibrated from the activation amax (amax / 448), the way ModelOpt calibrates: otherwise

@@ -1,0 +1,58 @@
+"""Every Triton kernel det-suite launches, by name: where it is defined and what its PTX
+must hold. The launcher (`det_suite.ops`) looks kernels up here and the instruction lint
+(`det_suite.lint`) compiles them from here, so a new kernel is one file plus one entry.
+
+Import-light on purpose (no torch, no kernel module until `load`): the lint's compile
+workers read it before they decide whether kernels may be imported.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class KernelEntry:
+    name: str                   # the @triton.jit function's name, also its attribute name
+    module: str                 # the module that defines it
+    operand_dtype: str | None   # the format it feeds tl.dot; None: its PTX must hold no MMA
+    note: str = ""              # for a no-MMA kernel: what it computes instead
+    gemm: bool = True           # launched by the GEMM launch description (ops.launch_spec)
+
+    def load(self):
+        """The JIT function (an InterpretedFunction under TRITON_INTERPRET)."""
+        return getattr(importlib.import_module(self.module), self.name)
+
+
+KERNELS: dict[str, KernelEntry] = {entry.name: entry for entry in (
+    KernelEntry("fp8_scaled_mm_kernel", "det_suite.kernels.fp8_scaled_mm", "e4m3"),
+    KernelEntry("fp8_scaled_mm_tma_kernel", "det_suite.kernels.fp8_scaled_mm_tma", "e4m3"),
+    KernelEntry("fp8_scaled_mm_swap_ab_kernel", "det_suite.kernels.fp8_scaled_mm_swap_ab",
+                "e4m3"),
+    KernelEntry("fp8_splitk_reduce_kernel", "det_suite.kernels.fp8_splitk_reduce", None,
+                "no MMA (ordered fp32 sum)"),
+    KernelEntry("fp8_quantize_kernel", "det_suite.kernels.fp8_quantize", None,
+                "no MMA (elementwise)", gemm=False),
+)}
+
+GEMM_KERNELS: tuple[str, ...] = tuple(name for name, e in KERNELS.items() if e.gemm)
+
+
+def entry(name: str) -> KernelEntry:
+    try:
+        return KERNELS[name]
+    except KeyError:
+        raise KeyError(f"kernel {name!r} is not in det_suite.kernels.registry.KERNELS; "
+                       f"known: {', '.join(KERNELS)}") from None
+
+
+_loaded: dict[str, object] = {}
+
+
+def kernel(name: str):
+    """The JIT function registered as `name` (looked up once: it is on every launch's path)."""
+    fn = _loaded.get(name)
+    if fn is None:
+        fn = _loaded[name] = entry(name).load()
+    return fn

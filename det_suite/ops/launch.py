@@ -1,0 +1,99 @@
+"""Launching kernels from their launch descriptions (`ops.launch_spec`).
+
+A `Launcher` is the seam between describing a launch and doing it: `run_kernel` launches,
+`compile_kernel` only compiles (the tuner's parallel precompile), and tests pass their own
+to record what would be launched. Nothing patches module globals.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import Any, Callable
+
+import torch
+
+from det_suite.kernels import registry
+from det_suite.ops.launch_spec import (KernelCall, gemm_launch_spec, quantize_launch_spec,
+                                       selects_tma)
+from det_suite.ops.validation import FP8_DTYPE
+from det_suite.policy import LaunchConfig
+
+# (kernel, call, bound runtime arguments, constexprs + options) -> whatever it returns
+Launcher = Callable[[Any, KernelCall, list, dict], Any]
+
+
+def run_kernel(kernel, call: KernelCall, args: list, keywords: dict):
+    return kernel[call.grid](*args, **keywords)
+
+
+def compile_kernel(kernel, call: KernelCall, args: list, keywords: dict):
+    """Compile without running (a future under Triton's AsyncCompileMode)."""
+    return kernel.warmup(*args, grid=call.grid, **keywords)
+
+
+def _launch(calls, tensors: dict, launcher: Launcher) -> None:
+    for call in calls:
+        launcher(registry.kernel(call.kernel), call, call.bind(tensors), call.keywords())
+
+
+_counter_buffers: dict[str, torch.Tensor] = {}
+_retired_counter_buffers: list[torch.Tensor] = []
+# Enough for any workspace tile grid the shipped tables launch (M <= 256 on N <= 34816 at
+# 64x64 tiles is ~2k tiles), so the buffer is sized once at the first split-K launch.
+_MIN_COUNTERS = 1 << 16
+
+
+def split_k_counters(device: torch.device, tiles: int) -> torch.Tensor:
+    """Per-tile arrival counters for the fused split-K fix-up, one zeroed buffer per device.
+
+    Kernels leave every counter at zero when they finish, so the buffer serves every launch
+    and every CUDA Graph replay. It is keyed by device, not stream: a graph is captured on
+    its own stream after an eager warm-up on another, and must find the warm-up's buffer.
+    The cost is that two split-K GEMMs must not run concurrently on different streams of one
+    device (engines run linears on one stream). A buffer is never freed when it grows,
+    because a captured graph keeps its raw pointer.
+    """
+    buf = _counter_buffers.get(str(device))
+    if buf is None or buf.numel() < tiles:
+        if device.type == "cuda" and torch.cuda.is_current_stream_capturing():
+            raise RuntimeError("split-K counters must be allocated before CUDA Graph capture; "
+                               "run the op once eagerly at the captured shape first")
+        if buf is not None:
+            _retired_counter_buffers.append(buf)
+        buf = torch.zeros(max(tiles, _MIN_COUNTERS), dtype=torch.int32, device=device)
+        _counter_buffers[str(device)] = buf
+    return buf
+
+
+def launch_quantize(x: torch.Tensor, scale: torch.Tensor, *,
+                    launcher: Launcher = run_kernel) -> torch.Tensor:
+    """Quantize an already-validated (M, K) activation with a validated scale."""
+    m, k = x.shape
+    q = torch.empty((m, k), dtype=FP8_DTYPE, device=x.device)
+    if m == 0 or k == 0:
+        return q
+    _launch((quantize_launch_spec(m, k),), dict(x=x, q=q, scale=scale), launcher)
+    return q
+
+
+def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
+                    b_scale: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
+                    config: LaunchConfig, *, launcher: Launcher = run_kernel) -> torch.Tensor:
+    """Launch the GEMM for already-validated operands: a (M, K) fp8, b_kn (K, N) fp8."""
+    m, k = a.shape
+    n = b_kn.shape[1]
+    if config.use_pdl and a.device.type != "cuda":
+        # The interpreter runs programs one after another and has no grid-dependency
+        # instructions; PDL only moves a GPU launch, so it is dropped there.
+        config = replace(config, use_pdl=False)
+    spec = gemm_launch_spec(config, m, n, k, has_bias=bias is not None,
+                            use_tma=selects_tma(config, a, b_kn))
+    tensors = dict(a=a, b_kn=b_kn, b_nk=b_kn.t(), out=out, bias=bias, a_scale=a_scale,
+                   b_scale=b_scale)
+    if spec.workspace_shape is not None:
+        tensors["partials"] = torch.empty(spec.workspace_shape, dtype=torch.float32,
+                                          device=a.device)
+    if spec.counter_tiles:
+        tensors["counters"] = split_k_counters(a.device, spec.counter_tiles)
+    _launch(spec.calls, tensors, launcher)
+    return out

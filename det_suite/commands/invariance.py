@@ -8,9 +8,8 @@ or shape, a named provider that cannot run here).
 from __future__ import annotations
 
 import sys
-import time
 
-from det_suite.platform.interpreter import interpreter_active, use_interpreter
+from det_suite.invariance.harness import InvarianceSettings, UsageError, run_invariance
 
 DESCRIPTION = """\
 Compare FP8 linear providers bit for bit: the last m rows alone vs inside an M-row call
@@ -78,87 +77,23 @@ def _usage_error(message: str) -> int:
     return 2
 
 
-def _prepare_device(requested: str | None) -> str:
-    """Pick the device; on a machine without CUDA make sure kernels run on the interpreter
-    (it must be set before det_suite.kernels is imported, which happens after this)."""
-    import torch
-
-    if requested is None:
-        requested = "cuda" if torch.cuda.is_available() and not interpreter_active() else "cpu"
-    if requested not in ("cuda", "cpu") and not requested.startswith("cuda:"):
-        raise ValueError(f"--device must be cuda or cpu; got {requested!r}")
-    if requested.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError("--device cuda, but torch sees no CUDA device")
-    if requested == "cpu" and not interpreter_active():
-        if "det_suite.kernels.fp8_scaled_mm" in sys.modules:
-            raise ValueError("--device cpu needs TRITON_INTERPRET=1 set before det-suite's "
-                             "kernels are imported; set it in the environment")
-        use_interpreter("det-suite invariance: no GPU in use; TRITON_INTERPRET=1 set (kernels "
-                        "run on the Triton interpreter)")
-    return requested
+def settings_from_args(args) -> InvarianceSettings:
+    return InvarianceSettings(
+        out=args.out, providers=args.providers, shapes=args.shapes, suffix_ms=args.m,
+        m_full=args.m_full, mode="full" if args.full else "quick" if args.quick else None,
+        dtypes=args.dtypes, seeds=args.seeds, graph=not args.no_graph,
+        no_claim=args.no_claim, claim=args.claim, expect_variant=args.expect_variant,
+        device=args.device, heatmap=not args.no_heatmap,
+        instruction_table=not args.no_instruction_table, quiet=args.quiet)
 
 
 def run_command(args) -> int:
-    started = time.perf_counter()
     try:
-        device = _prepare_device(args.device)
-    except ValueError as exc:
+        run = run_invariance(settings_from_args(args))
+    except UsageError as exc:
         return _usage_error(str(exc))
-
-    from det_suite.invariance import cases as cases_mod
-    from det_suite.invariance import providers as providers_mod
-    from det_suite.invariance import report, runner, verdict
-    from det_suite.reports.environment import environment
-
-    full = args.full or (not args.quick and device.startswith("cuda"))
-    try:
-        shapes = cases_mod.parse_shapes(args.shapes or (["gpu"] if full else ["cpu"]))
-        m_full = args.m_full or (8192 if full else 130)
-        if args.m:
-            if min(args.m) < 1:
-                raise ValueError("--m values must be >= 1")
-            m_full = max(m_full, max(args.m))
-        make_plan = cases_mod.full_plan if full else cases_mod.quick_plan
-        plan = make_plan(m_full=m_full, suffix_ms=args.m, graph=not args.no_graph)
-        make_matrix = cases_mod.full_matrix if full else cases_mod.quick_matrix
-        cases = make_matrix(shapes, tuple(args.dtypes), tuple(args.seeds))
-        graph_cases = () if args.no_graph else cases_mod.graph_matrix(
-            shapes, tuple(args.dtypes), tuple(args.seeds))
-        selection = providers_mod.resolve(args.providers, device, no_claim=args.no_claim,
-                                          claim=args.claim,
-                                          expect_variant=args.expect_variant)
-    except (ValueError, TypeError, ImportError) as exc:
-        return _usage_error(str(exc))
-    if not selection.providers:
-        return _usage_error("no provider can run here: " + "; ".join(
-            f"{p.name}: {p.unavailable}" for p in selection.skipped))
-
-    env = environment()
-    progress = None if args.quiet else runner.stderr_progress
-    if progress:
-        progress(f"det-suite invariance on {env['machine']}: {'full' if full else 'quick'} "
-                 f"matrix, {len(cases)} cases + {len(graph_cases)} graph cases, providers "
-                 + ", ".join(p.name for p in selection.providers))
-        for p in selection.skipped:
-            progress(f"  skipped {p.name}: {p.unavailable}")
-    result = runner.run(selection.providers, cases, plan, device, graph_cases=graph_cases,
-                        progress=progress)
-    all_verdicts = verdict.verdicts(selection.providers, result.recorder)
-    code = verdict.exit_code(all_verdicts)
-    families = [p.family for p in selection.providers if p.family]
-    instructions = ({"available": False, "reason": "--no-instruction-table"}
-                    if args.no_instruction_table else report.instruction_table(families))
-    config = {"command": sys.argv, "mode": "full" if full else "quick", "device": device,
-              "providers_requested": args.providers, "shapes": [s.__dict__ for s in shapes],
-              "dtypes": args.dtypes, "seeds": args.seeds, "no_claim": args.no_claim,
-              "claim": args.claim, "expect_variant": args.expect_variant}
-    payload = report.build_payload(result, all_verdicts, env, config,
-                                   skipped=selection.skipped, instructions=instructions,
-                                   exit_code=code)
-    print(report.format_table(payload))
-    paths, notes = report.write_reports(args.out, payload, heatmap=not args.no_heatmap)
-    for note in notes:
+    print(run.table)
+    for note in run.notes:
         print(note)
-    print("wrote " + ", ".join(paths.values())
-          + f" ({time.perf_counter() - started:.1f} s)")
-    return code
+    print("wrote " + ", ".join(run.paths.values()) + f" ({run.seconds:.1f} s)")
+    return run.exit_code

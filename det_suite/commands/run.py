@@ -1,4 +1,4 @@
-"""`det-suite run`: the main job on its embedded default.
+"""`det-suite run`: the main job on its embedded default (det_suite.checks.main_job).
 
 Answers "does the shipped FP8 kernel keep its determinism promise on this machine?" with
 the invariance harness: cached-suffix, batch-composition and 2- vs 3-stage comparisons of
@@ -21,36 +21,23 @@ def register(subparsers) -> None:
     parser.set_defaults(handler=run)
 
 
-def _invariance_argv(out: str, on_gpu: bool) -> list[str]:
-    argv = ["invariance", "--out", out, "--providers", "det_suite:s2", "det_suite:s3",
-            "control"]
-    if on_gpu:
-        return argv + ["--full", "--shapes", "qwen3-8b", "k80-tail", "--dtypes", "bf16",
-                       "--seeds", "0", "--no-graph"]
-    return argv + ["--quick"]
-
-
 def run(args) -> int:
-    import torch
+    from det_suite.checks.main_job import MainJobSettings, run_main_job
+    from det_suite.invariance.harness import UsageError
 
-    from det_suite.platform.family import device_family, family_source, interpreter_active
-    from det_suite.cli import build_parser
-    from det_suite.dispatch import select_fp8_provider
-
-    on_gpu = torch.cuda.is_available() and not interpreter_active()
-    family = device_family()
-    decision = select_fp8_provider(family=family, deterministic=True)
-    print(f"det-suite run: tile table {family} ({family_source()}); deterministic-mode "
-          f"dispatch here: {decision.provider.value} - {decision.reason}")
-    if not on_gpu:
-        print("det-suite run: CPU only - checks run on the Triton interpreter with small "
-              "shapes; GPU-only checks (CUDA Graph replay, vendor GEMMs) are not run",
-              file=sys.stderr)
-    inv_args = build_parser().parse_args(_invariance_argv(args.out, on_gpu))
-    code = inv_args.handler(inv_args)
-    if code == 0:
+    try:
+        result = run_main_job(MainJobSettings(out=args.out))
+    except UsageError as exc:
+        print(f"det-suite run: error: {exc}", file=sys.stderr)
+        return 2
+    inv = result.invariance
+    print(inv.table)
+    for note in inv.notes:
+        print(note)
+    print("wrote " + ", ".join(inv.paths.values()) + f" ({inv.seconds:.1f} s)")
+    if result.exit_code == 0:
         print(f"det-suite run: PASS - reports in {args.out}/ (invariance.md for a reviewer)")
     else:
-        print(f"det-suite run: FAIL (exit {code}) - see {args.out}/invariance.md for the "
-              "first differing rows")
-    return code
+        print(f"det-suite run: FAIL (exit {result.exit_code}) - see {args.out}/invariance.md "
+              "for the first differing rows")
+    return result.exit_code

@@ -8,11 +8,13 @@ One module per job:
 - `compare`    one bit-exact comparison and the per-case comparison routines (cached
                suffix, batch composition, pipeline A/B)
 - `graph`      CUDA Graph capture and replay against eager
-- `interpreter` on the CPU, a fixed-order tl.dot for the Triton interpreter (numpy's BLAS
-               is not row-count invariant)
+- `schedule`   the reduction schedule a launch config implies, and a CPU emulation of
+               the kernel's arithmetic under it (the kernel must equal it bit for bit)
 - `runner`     drives a matrix of cases over providers, with progress on stderr
 - `verdict`    per-provider verdicts and the exit code
 - `report`     table, JSON, Markdown and heatmap
+- `harness`    the whole run as a library call: `run_invariance(InvarianceSettings)`
 
-`det-suite invariance` (det_suite/commands/invariance.py) is the command-line front end.
+`det-suite invariance` (det_suite/commands/invariance.py) is its command-line shell. The
+CPU interpreter's GPU-faithful numerics live in `det_suite.platform`.
 """

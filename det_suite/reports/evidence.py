@@ -25,12 +25,10 @@ END_MARK = "<!-- evidence:end -->"
 # What GPU results depend on: every module of the package a kernel launch, a comparison, a
 # timing or the pytest plugin runs through. Reports, CLI text and docs are left out: they
 # change how results are written, not what they are.
-RESULT_DEPENDENCIES = ("det_suite/kernels/", "det_suite/policy/", "det_suite/invariance/",
-                       "det_suite/bench/", "det_suite/ops.py", "det_suite/dispatch.py",
-                       "det_suite/arch.py", "det_suite/hardware.py", "det_suite/vendors.py",
-                       "det_suite/synthetic.py", "det_suite/pytest_plugin.py",
-                       "det_suite/policy_lint.py", "det_suite/ptx_instructions.py",
-                       "det_suite/ptx_grid_dependency.py")
+RESULT_DEPENDENCIES = ("det_suite/kernels/", "det_suite/policy/", "det_suite/ops/",
+                       "det_suite/platform/", "det_suite/invariance/", "det_suite/bench/",
+                       "det_suite/lint/", "det_suite/models/", "det_suite/pytest_plugin/",
+                       "det_suite/vendors.py")
 
 
 def _load_json(path: Path) -> dict:

@@ -3,7 +3,7 @@
 import pytest
 
 from det_suite.cli import main
-from det_suite.commands.gpu_suite import _junit_counts
+from det_suite.checks.gpu_suite import GpuSuiteSettings, junit_counts, step_commands
 
 
 def test_unknown_step_is_a_usage_error(tmp_path, capsys):
@@ -20,11 +20,11 @@ def test_unknown_step_is_a_usage_error(tmp_path, capsys):
 def test_junit_counts_separate_skips_from_passes(tmp_path, xml, expected):
     path = tmp_path / "junit.xml"
     path.write_text(xml)
-    assert _junit_counts(path) == expected
+    assert junit_counts(path) == expected
 
 
 def test_missing_junit_counts_as_not_run(tmp_path):
-    assert _junit_counts(tmp_path / "junit.xml") is None
+    assert junit_counts(tmp_path / "junit.xml") is None
 
 
 def test_a_failing_step_fails_the_suite_and_writes_the_summary(tmp_path):
@@ -43,11 +43,7 @@ def test_bad_step_timeout_is_a_usage_error(tmp_path, capsys, item):
 
 
 def test_bench_args_reach_the_bench_step(tmp_path):
-    import argparse
-
-    from det_suite.commands.gpu_suite import _steps
-
-    args = argparse.Namespace(shapes="qwen3-8b", require="gpu", pytest_args="",
-                              invariance_args="", bench_args="--max-geomean 1.10 --max-cell 1.3")
-    bench = _steps(tmp_path, args)["bench"]
+    settings = GpuSuiteSettings(out=str(tmp_path),
+                                bench_args="--max-geomean 1.10 --max-cell 1.3")
+    bench = step_commands(tmp_path, settings)["bench"]
     assert bench[-4:] == ["--max-geomean", "1.10", "--max-cell", "1.3"]

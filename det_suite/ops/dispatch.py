@@ -1,4 +1,5 @@
-"""Which FP8 provider serves a static per-tensor FP8 linear call.
+"""Which FP8 route (Marlin, the engine's own GEMM, or det-suite's kernel) serves a static
+per-tensor FP8 linear call.
 
 Mirrors the seed's dispatch: forced Marlin and normal (non-deterministic) mode are left
 exactly as upstream has them; deterministic mode on SM12x uses det-suite's kernel. For
@@ -18,20 +19,20 @@ from det_suite.platform.family import validate_family
 OTHER_ARCH_ENV = "DET_SUITE_FP8_OTHER_ARCH"
 
 
-class Provider(str, Enum):
+class Fp8Route(str, Enum):
     MARLIN = "marlin"          # forced weight-only FP8 Marlin path (unchanged upstream)
     UPSTREAM = "upstream"      # the engine's own FP8 GEMM (cuBLAS/CUTLASS/FlashInfer)
     DET_SUITE = "det_suite"    # det-suite's fixed-schedule Triton kernel
 
 
-OTHER_ARCH_CHOICES = (Provider.UPSTREAM.value, Provider.DET_SUITE.value)
-DEFAULT_OTHER_ARCH = Provider.UPSTREAM.value
+OTHER_ARCH_CHOICES = (Fp8Route.UPSTREAM.value, Fp8Route.DET_SUITE.value)
+DEFAULT_OTHER_ARCH = Fp8Route.UPSTREAM.value
 DETERMINISTIC_FAMILIES = ("sm120",)
 
 
 @dataclass(frozen=True)
 class Decision:
-    provider: Provider
+    route: Fp8Route
     reason: str
 
 
@@ -48,16 +49,16 @@ def _other_arch_policy(explicit: str | None) -> tuple[str, str]:
     return value, source
 
 
-def select_fp8_provider(*, family: str, deterministic: bool, force_marlin: bool = False,
+def select_fp8_route(*, family: str, deterministic: bool, force_marlin: bool = False,
                         other_arch: str | None = None) -> Decision:
     """Pure decision: no device query, no import of the kernels."""
     validate_family(family)
     if force_marlin:
-        return Decision(Provider.MARLIN, "forced Marlin is left unchanged")
+        return Decision(Fp8Route.MARLIN, "forced Marlin is left unchanged")
     if not deterministic:
-        return Decision(Provider.UPSTREAM, "normal mode is left unchanged")
+        return Decision(Fp8Route.UPSTREAM, "normal mode is left unchanged")
     if family in DETERMINISTIC_FAMILIES:
-        return Decision(Provider.DET_SUITE,
+        return Decision(Fp8Route.DET_SUITE,
                         f"deterministic mode on {family}: fixed-schedule Triton kernel")
     value, source = _other_arch_policy(other_arch)
-    return Decision(Provider(value), f"deterministic mode on {family}: {value} ({source})")
+    return Decision(Fp8Route(value), f"deterministic mode on {family}: {value} ({source})")

@@ -1,0 +1,1 @@
+"""The embedded engine as a backend (issue 12)."""

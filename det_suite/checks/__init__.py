@@ -1,0 +1,1 @@
+"""Checks that ask a backend for outputs and judge them: the main job (`main_job`), the GPU runner's job (`gpu_suite`), and, with the model issues, the cache-hit matrix (`cache_hit`), GSM8K text hashes (`gsm8k`) and fixed-work comparison (`fixed_work`)."""

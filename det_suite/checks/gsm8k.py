@@ -1,0 +1,1 @@
+"""GSM8K text-hash fixtures: record and check texts and token sequences per row (issue 13)."""

@@ -1,0 +1,1 @@
+"""The model layer: the shape catalog (`catalog`), synthetic FP8 linears (`synthetic_linear`), and, with the engine issue, the ModelOpt FP8 loader (`loader`), synthetic checkpoints (`synthetic`) and Qwen3 on batch-invariant kernels (`qwen3`)."""

@@ -34,7 +34,7 @@ def torch_scaled_mm(a, w_kn, a_scale, w_scale, bias, out_dtype):
                             bias=bias, out_dtype=out_dtype)
 
 
-def _require_attr(module_name: str, attr: str, what: str):
+def require_attr(module_name: str, attr: str, what: str):
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
@@ -46,13 +46,13 @@ def _require_attr(module_name: str, attr: str, what: str):
 
 
 def sglang_fp8_scaled_mm(a, w_kn, a_scale, w_scale, bias, out_dtype):
-    fn = _require_attr("sgl_kernel", "fp8_scaled_mm", "sglang fp8_scaled_mm")
+    fn = require_attr("sgl_kernel", "fp8_scaled_mm", "sglang fp8_scaled_mm")
     return fn(a, w_kn, a_scale.reshape(1, 1).expand(a.shape[0], 1).contiguous(),
               w_scale.reshape(1, 1).expand(w_kn.shape[1], 1).contiguous(), out_dtype, bias)
 
 
 def flashinfer_bmm_fp8(a, w_kn, a_scale, w_scale, bias, out_dtype):
-    fn = _require_attr("flashinfer", "bmm_fp8", "flashinfer bmm_fp8")
+    fn = require_attr("flashinfer", "bmm_fp8", "flashinfer bmm_fp8")
     out = fn(a.unsqueeze(0), w_kn.unsqueeze(0), a_scale.reshape(()), w_scale.reshape(()),
              out_dtype)
     out = out.squeeze(0)

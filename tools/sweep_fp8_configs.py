@@ -32,7 +32,7 @@ from det_suite.bench.timing import copy_bandwidth, graph_median_us, launch_floor
 from det_suite.models.catalog import projections
 from det_suite.ops import launch_fp8_gemm
 from det_suite.policy import LaunchConfig
-from det_suite.tune import precompile_launches
+from det_suite.tune import GemmLaunch, precompile_launches
 
 QWEN3_8B = [(p.n, p.k) for p in projections("qwen3-8b")]
 CALLS_PER_GRAPH = 16
@@ -150,7 +150,8 @@ def main(argv):
                     best[key] = (t, cfg)
 
             configs = [c for s in args.splits if s <= k // 128 for c in candidates(m, s, args)]
-            precompile_launches([lambda c=c: det_call_for(c)(0) for c in configs])
+            precompile_launches([GemmLaunch(a, ws[0].t(), x_scale, w_scale, out, c)
+                                 for c in configs])
             best = {}
             unswapped = {}  # split -> bits of the unswapped single-pass kernel
             bit_checks = bit_differs = 0

@@ -1,5 +1,6 @@
-"""Benchmarks: timing primitives (`timing`) and the FP8 GEMM benchmark against vendor GEMMs
-(`gemm`). Everything that times needs a CUDA GPU: speed claims never come from Triton's
+"""Benchmarks: timing primitives (`timing`, `noop_kernel`), the FP8 GEMM benchmark against
+vendor GEMMs (`gemm`, a package) and end-to-end A/B timing across engine boots (`e2e`,
+issue 15). Everything that times needs a CUDA GPU: speed claims never come from Triton's
 interpreter. The pure logic (shape parsing, summaries, tables, accuracy checks) runs
 anywhere so CPU CI can test it."""
 

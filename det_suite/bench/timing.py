@@ -261,7 +261,7 @@ def copy_bandwidth(nbytes: int = 1 << 30, *, rep_ms: float = 100.0) -> float:
     """Device-to-device copy throughput in bytes (read + written) per second.
 
     The copied buffer (default 1 GiB) is far larger than L2, so this is HBM bandwidth as a
-    streaming kernel sees it (4.27e12 on the H200, design.md).
+    streaming kernel sees it (4.27e12 on the H200, docs/invariance-rule.md).
     """
     require_gpu("copy bandwidth probe")
     if nbytes < 1 << 20:

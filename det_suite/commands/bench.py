@@ -8,7 +8,6 @@ reported for it); 2 usage error or no CUDA GPU (speed never comes from the inter
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 
 EXIT_OK, EXIT_ERROR, EXIT_NO_GPU, EXIT_GATE = 0, 1, 2, 3
@@ -69,101 +68,29 @@ def register(subparsers) -> None:
     gemm.set_defaults(handler=run_gemm)
 
 
-_CONFIG_DEFAULTS = {"num_warps": 4, "num_stages": 3, "split_k": 1, "group_m": 8,
-                    "use_workspace": False, "use_tma": False, "fused_fixup": True,
-                    "use_pdl": False, "swap_ab": False}
-_CONFIG_FLAGS = ("use_workspace", "use_tma", "fused_fixup", "use_pdl", "swap_ab")
-_CONFIG_REQUIRED = ("block_m", "block_n", "block_k")
+def settings_from_args(args):
+    from det_suite.bench.gemm import GemmBenchSettings
 
-
-def parse_config_spec(spec: str) -> dict:
-    """`--config` text (JSON object or k=v,k=v) -> LaunchConfig fields, defaults filled."""
-    spec = spec.strip()
-    if spec.startswith("{"):
-        raw = json.loads(spec)
-    else:
-        raw = {}
-        for part in filter(None, (p.strip() for p in spec.split(","))):
-            if "=" not in part:
-                raise ValueError(f"--config: {part!r} is not key=value")
-            key, value = (s.strip() for s in part.split("=", 1))
-            raw[key] = value.lower() in ("1", "true", "yes") if key in _CONFIG_FLAGS \
-                else int(value)
-    allowed = set(_CONFIG_REQUIRED) | set(_CONFIG_DEFAULTS)
-    unknown = set(raw) - allowed
-    if unknown:
-        raise ValueError(f"--config: unknown field(s) {', '.join(sorted(unknown))}; "
-                         f"expected {', '.join(sorted(allowed))}")
-    missing = [key for key in _CONFIG_REQUIRED if key not in raw]
-    if missing:
-        raise ValueError(f"--config: missing {', '.join(missing)}")
-    return {**_CONFIG_DEFAULTS, **raw}
-
-
-def config_policy(fields: dict, family: str):
-    """A one-entry policy that serves `fields` for every (N, K) and M (validated like a
-    shipped table)."""
-    from det_suite.policy import parse_policy
-
-    raw = {"family": family, "expected_mma": "", "default": {
-        "block_n": fields["block_n"], "block_k": fields["block_k"],
-        "split_k": fields["split_k"], "group_m": fields["group_m"],
-        "m_tiles": [{"max_m": None, "block_m": fields["block_m"],
-                     "num_warps": fields["num_warps"], "num_stages": fields["num_stages"],
-                     **{flag: bool(fields[flag]) for flag in _CONFIG_FLAGS}}]}}
-    return parse_policy(raw, f"--config {json.dumps(fields, sort_keys=True)}")
+    return GemmBenchSettings(
+        shapes=tuple(args.shapes), ms=tuple(args.m), modes=getattr(args, "mode", None),
+        policy_file=args.policy_file, config=args.config, vendors=args.vendors,
+        warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, seed=args.seed,
+        floor_max_m=args.floor_max_m, max_geomean=args.max_geomean, max_cell=args.max_cell,
+        max_floor_ratio=args.max_floor_ratio, gate_modes=args.gate_mode)
 
 
 def run_gemm(args) -> int:
-    from det_suite.bench.gemm import (DEFAULT_MODES, FLOOR_GATE_MAX_M, format_markdown,
-                                      format_mode_table, gate_failures, parse_ms, parse_shapes)
-    from det_suite.bench.timing import gpu_problem
+    """Parse -> `bench_gemm` -> print the tables, write the reports, map to an exit code."""
+    from det_suite.bench.gemm import BenchUsageError, bench_gemm
+    from det_suite.bench.timing import GpuRequired
 
     try:
-        shapes = parse_shapes(args.shapes)
-        ms = parse_ms(args.m)
-        config_fields = parse_config_spec(args.config) if args.config else None
-    except ValueError as exc:
+        result = bench_gemm(settings_from_args(args))
+    except BenchUsageError as exc:
         print(f"det-suite bench gemm: {exc}", file=sys.stderr)
         return EXIT_NO_GPU
-    modes = list(dict.fromkeys(getattr(args, "mode", None) or DEFAULT_MODES))
-    gated = list(dict.fromkeys(args.gate_mode or modes))
-    unknown = [m for m in gated if m not in modes]
-    if unknown:
-        print(f"det-suite bench gemm: --gate-mode {' '.join(unknown)} is not among the modes "
-              f"run ({' '.join(modes)})", file=sys.stderr)
-        return EXIT_NO_GPU
-    problem = gpu_problem("bench gemm")
-    if problem is not None:
-        print(problem, file=sys.stderr)
-        return EXIT_NO_GPU
-
-    from det_suite.platform.family import device_family
-    from det_suite.bench.gemm import run_gemm_bench
-    from det_suite.policy import load_policy_file
-    from det_suite.reports.environment import environment
-    from det_suite.reports.files import write_json_atomic, write_text_atomic
-
-    family = device_family()
-    try:
-        if config_fields is not None:
-            policy = config_policy(config_fields, family)
-        elif args.policy_file:
-            policy = load_policy_file(args.policy_file)
-        else:
-            policy = None
-    except (OSError, ValueError, KeyError) as exc:
-        print(f"det-suite bench gemm: cannot load the policy: {exc}", file=sys.stderr)
-        return EXIT_NO_GPU
-    if policy is not None and policy.family != family:
-        print(f"warning: policy {policy.source} is for {policy.family}, this GPU is {family}; "
-              "its invariance was not proven here", file=sys.stderr)
-    try:
-        run = run_gemm_bench(shapes, ms, modes, policy=policy, vendor_names=args.vendors,
-                             warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, seed=args.seed,
-                             floor_max_m=args.floor_max_m)
-    except ValueError as exc:
-        print(f"det-suite bench gemm: {exc}", file=sys.stderr)
+    except GpuRequired as exc:
+        print(exc, file=sys.stderr)
         return EXIT_NO_GPU
     except Exception as exc:  # noqa: BLE001 - e.g. a CUDA error: reported, exit 1
         import traceback
@@ -171,30 +98,27 @@ def run_gemm(args) -> int:
         traceback.print_exc()
         print(f"det-suite bench gemm: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    run.environment = environment()
-    vendor_names = list(run.vendors)
-    for mode in modes:
-        print(format_mode_table(mode, run.cells[mode], vendor_names))
+    for table in result.tables():
+        print(table)
         print()
-    failures = gate_failures({m: s for m, s in run.summaries().items() if m in gated},
-                             max_geomean=args.max_geomean, max_cell=args.max_cell,
-                             max_floor_ratio=args.max_floor_ratio)
-    payload = run.to_json()
-    payload["gate"] = {"max_geomean": args.max_geomean, "max_cell": args.max_cell,
-                       "max_floor_ratio": args.max_floor_ratio, "modes": list(gated),
-                       "floor_gate_max_m": FLOOR_GATE_MAX_M, "failures": failures}
-    if args.json:
-        write_json_atomic(args.json, payload)
-        print(f"wrote {args.json}", file=sys.stderr)
-    if args.markdown:
-        write_text_atomic(args.markdown, format_markdown(run))
-        print(f"wrote {args.markdown}", file=sys.stderr)
-    if run.failed:
+    write_reports(result, json_path=args.json, markdown_path=args.markdown)
+    if result.failed:
         print("FAILED: det-suite produced wrong results or errors (see ERROR lines)",
               file=sys.stderr)
         return EXIT_ERROR
-    if failures:
-        for failure in failures:
+    if result.gate_failures:
+        for failure in result.gate_failures:
             print(f"GATE: {failure}", file=sys.stderr)
         return EXIT_GATE
     return EXIT_OK
+
+
+def write_reports(result, *, json_path: str | None, markdown_path: str | None) -> None:
+    from det_suite.reports.files import write_json_atomic, write_text_atomic
+
+    if json_path:
+        write_json_atomic(json_path, result.payload)
+        print(f"wrote {json_path}", file=sys.stderr)
+    if markdown_path:
+        write_text_atomic(markdown_path, result.markdown())
+        print(f"wrote {markdown_path}", file=sys.stderr)

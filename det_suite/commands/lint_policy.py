@@ -1,5 +1,5 @@
 """`det-suite lint-policy`: check that every tile a table lets M pick compiles to one MMA
-instruction along K (see det_suite.policy_lint). Needs no GPU."""
+instruction along K (see det_suite.lint). Needs no GPU."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def register(subparsers) -> None:
 
 def _stages(text: str | None) -> tuple[int, ...]:
     from det_suite.policy import validate_stages
-    from det_suite.policy_lint import OVERRIDE_STAGES
+    from det_suite.lint import OVERRIDE_STAGES
 
     if text is None:
         return OVERRIDE_STAGES
@@ -78,25 +78,24 @@ def _environment() -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
-    from det_suite import policy_lint
+    from det_suite import lint
     from det_suite.reports.files import write_json_atomic, write_text_atomic
 
     try:
         stages = _stages(args.stages)
-        arches = [policy_lint.parse_arch(a) for a in args.arch] if args.arch else None
+        arches = [lint.parse_arch(a) for a in args.arch] if args.arch else None
         pairs = []
         if args.family or not args.table:
-            pairs += policy_lint.shipped_pairs(args.family, arches)
+            pairs += lint.shipped_pairs(args.family, arches)
         if args.table:
-            pairs.append(policy_lint.table_pair(args.table, arches))
+            pairs.append(lint.table_pair(args.table, arches))
         if args.jobs is not None and args.jobs < 1:
             raise ValueError(f"--jobs must be >= 1; got {args.jobs}")
     except (ValueError, KeyError, OSError) as exc:
         print(f"det-suite lint-policy: error: {exc}", file=sys.stderr)
         return 2
 
-    result = policy_lint.lint(pairs, override_stages=stages, jobs=args.jobs,
-                              ptx_dir=args.ptx_dir)
+    result = lint.lint(pairs, override_stages=stages, jobs=args.jobs, ptx_dir=args.ptx_dir)
 
     data = result.to_dict()
     print(result.to_text(verbose=args.verbose))

@@ -1,5 +1,7 @@
 """`det-suite tune`: regenerate a tile table for the GPU this runs on (see det_suite.tune).
 
+A shell over `det_suite.tune.tune_table`: arguments in, a `TuneJob` to it, its outcome out.
+
 Exit codes: 0 the table was written (shapes whose every candidate was rejected keep the base
 entry, which the output says); 1 an error while tuning; 2 usage error, no CUDA GPU, or a
 --family that is not this GPU's (a table is tuned and proven on its own family).
@@ -71,7 +73,7 @@ def register(subparsers) -> None:
 
 
 def _defaults():
-    # Plain values (no torch import): mirrors det_suite.tune's constants.
+    # Plain values (no torch import): mirrors det_suite.tune's constants (a test checks).
     from types import SimpleNamespace
 
     return SimpleNamespace(screen_ms=(1, 16, 128, 2048, 8192),
@@ -83,19 +85,23 @@ def _defaults():
                            rep_ms=20.0, seed=0)
 
 
-def resolve_family(requested: str, detected: str) -> str:
-    """'auto' -> the detected family; anything else must equal it."""
-    if requested == "auto":
-        return detected
-    if requested != detected:
-        raise ValueError(f"--family {requested} but this GPU is {detected}: a table is tuned "
-                         "and proven on the family it is for (use --family auto)")
-    return requested
+def settings_from_args(args):
+    from det_suite.tune import TuneSettings
+
+    return TuneSettings(
+        family=args.family, screen_ms=tuple(args.screen_m), class_ms=tuple(args.m),
+        block_ns=tuple(args.block_n), block_ks=tuple(args.block_k),
+        split_ks=tuple(args.split_k), warps=tuple(args.warps), stages=tuple(args.stages),
+        keep=args.keep, budget_s=args.budget_s, check_ms=tuple(args.check_m),
+        check_big_m=args.check_big_m, check_data=tuple(args.check_data),
+        tma=not args.no_tma, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
+        seed=args.seed, parallel_compile=not args.no_parallel_compile,
+        compile_workers=args.compile_workers)
 
 
 def run_tune(args) -> int:
     from det_suite.bench.gemm import parse_shapes
-    from det_suite.bench.timing import gpu_problem
+    from det_suite.bench.timing import GpuRequired, gpu_problem
 
     try:
         shapes = parse_shapes(args.shapes)
@@ -107,52 +113,32 @@ def run_tune(args) -> int:
         print(problem, file=sys.stderr)
         return EXIT_USAGE
 
-    import time
+    from det_suite.tune import TuneJob, TuneUsageError, tune_table
 
-    import torch
-
-    from det_suite.platform.family import device_family
-    from det_suite.policy import load_policy_file, shipped_policy
-    from det_suite.tune import (TuneSettings, Tuner, tuned_on, tuned_policy_json,
-                                write_tuned_policy)
-
-    device = torch.device("cuda", torch.cuda.current_device())
+    job = TuneJob(shapes=shapes, out=args.out, settings=settings_from_args(args),
+                  base_policy=args.base_policy)
     try:
-        family = resolve_family(args.family, device_family(device))
-        base = load_policy_file(args.base_policy) if args.base_policy else shipped_policy(family)
-        if base.family != family:
-            raise ValueError(f"--base-policy is for {base.family}, not {family}")
-        settings = TuneSettings(
-            family=family, screen_ms=tuple(args.screen_m), class_ms=tuple(args.m),
-            block_ns=tuple(args.block_n), block_ks=tuple(args.block_k),
-            split_ks=tuple(args.split_k), warps=tuple(args.warps), stages=tuple(args.stages),
-            keep=args.keep, budget_s=args.budget_s, check_ms=tuple(args.check_m),
-            check_big_m=args.check_big_m, check_data=tuple(args.check_data),
-            tma=not args.no_tma, warmup_ms=args.warmup_ms, rep_ms=args.rep_ms,
-            seed=args.seed, parallel_compile=not args.no_parallel_compile,
-            compile_workers=args.compile_workers).validate()
-    except (OSError, ValueError, KeyError) as exc:
+        run = tune_table(job)
+    except GpuRequired as exc:
+        print(exc, file=sys.stderr)
+        return EXIT_USAGE
+    except TuneUsageError as exc:
         print(f"det-suite tune: {exc}", file=sys.stderr)
         return EXIT_USAGE
-    started = time.monotonic()
-    try:
-        outcomes = Tuner(settings, device=device).tune(shapes)
     except Exception as exc:  # noqa: BLE001 - reported, non-zero exit
         import traceback
 
         traceback.print_exc()
         print(f"det-suite tune: failed: {type(exc).__name__}: {exc}", file=sys.stderr)
         return EXIT_ERROR
-    elapsed = time.monotonic() - started
-    payload = tuned_policy_json(base, outcomes, settings, tuned_on(device), elapsed)
-    write_tuned_policy(args.out, payload)
-    print(format_outcomes(outcomes))
-    print(f"tuned {family} in {elapsed:.0f}s (budget {args.budget_s:.0f}s); wrote {args.out}")
+    print(format_outcomes(run.outcomes))
+    print(f"tuned {run.family} in {run.elapsed_s:.0f}s (budget {run.settings.budget_s:.0f}s); "
+          f"wrote {args.out}")
     return EXIT_OK
 
 
 def format_outcomes(outcomes) -> str:
-    from det_suite.tune import m_tile_text
+    from det_suite.policy import m_tile_text
 
     lines = []
     for o in outcomes:

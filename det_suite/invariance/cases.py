@@ -1,4 +1,5 @@
-"""What the invariance harness compares: shapes, row-count sets, the case matrix, inputs.
+"""What the invariance harness compares: shapes, row-count sets, the case matrix, inputs;
+and the GEMM-level operands (`gemm_operands`) tile-table entries are proven on.
 
 Inputs are built so that a change of reduction schedule shows in the output bits.
 FP8 products are exact in fp32 and a sum of them rounds only when its terms span more than
@@ -287,11 +288,12 @@ class Problem(Fp8Linear):
     second: torch.Tensor           # their partners in the second half
 
 
-def pair_channels(k: int, seed: int) -> tuple[list[int], list[int]]:
-    """PAIRS channels in [0, K/2) and as many partners in [K/2, K) (fewer when K is tiny)."""
+def pair_channels(k: int, seed: int, pairs: int = PAIRS) -> tuple[list[int], list[int]]:
+    """`pairs` channels in [0, K/2) and as many partners in [K/2, K) (fewer when K is
+    tiny)."""
     gen = torch.Generator().manual_seed(_stable_seed("pairs", k, seed))
     half = k // 2
-    count = min(PAIRS, half, k - half)
+    count = min(pairs, half, k - half)
     first = torch.randperm(half, generator=gen)[:count].tolist()
     second = (half + torch.randperm(k - half, generator=gen)[:count]).tolist()
     return first, second
@@ -311,11 +313,17 @@ def make_problem(case: Case, device) -> Problem:
     w[:, second] = big
     weight_scale = (w.abs().amax() / FP8_E4M3_MAX).reshape(1).float()
     weight = (w / weight_scale).to(FP8_DTYPE)  # |w / scale| <= 448: no saturation
-    bias = None
-    if case.bias:
-        gen_b = _generator(device, "bias", n, k, case.seed)
-        bias = (torch.randn(n, generator=gen_b, device=device) * 0.5).to(case.torch_dtype)
+    bias = _bias(n, k, case.seed, case.torch_dtype, device) if case.bias else None
     input_scale = torch.full((1,), INPUT_SCALE, dtype=torch.float32, device=device)
+    return _problem(weight, weight_scale, input_scale, bias, first, second, device)
+
+
+def _bias(n: int, k: int, seed: int, dtype: torch.dtype, device) -> torch.Tensor:
+    gen = _generator(device, "bias", n, k, seed)
+    return (torch.randn(n, generator=gen, device=device) * 0.5).to(dtype)
+
+
+def _problem(weight, weight_scale, input_scale, bias, first, second, device) -> Problem:
     index = torch.tensor(first, dtype=torch.long, device=device)
     partner = torch.tensor(second, dtype=torch.long, device=device)
     return Problem(weight, weight_scale, input_scale, bias, index, partner)
@@ -351,16 +359,122 @@ def make_rows(problem: Problem, case: Case, rows: int, stream: str, device) -> t
     return x.to(case.torch_dtype)
 
 
+# Two magnitude profiles of one construction (`pair_channels`, x[:, first] = -x[:, second],
+# equal weight columns). layer: the harness's, scaled like a calibrated layer. sharp: both
+# operands' background small, pair weights at the FP8 range, SHARP_PAIRS pairs: the running
+# sum dwarfs every background product, so each regrouping rounds anew (on the layer profile
+# a background product is often exact at the sum's ulp: on a 64x512 interpreter probe
+# split_k 1 vs 2 differed in 2-3 of 20 rows for seeds 0 and 1; sharp, in all 20 rows for
+# each of seeds 0..11, K = 80 to 768). What `det-suite tune` proves entries on.
+STRESS_PROFILES = ("layer", "sharp")
+SHARP_PAIRS = 16
+
+
+def _small_dense(shape, gen: torch.Generator, device) -> torch.Tensor:
+    """Magnitudes uniform in [2**-5, 2**-3], random signs (never zero in FP8)."""
+    mag = (torch.rand(shape, generator=gen, device=device) * 0.75 + 0.25) * 2.0 ** -3
+    return mag * (torch.randint(0, 2, shape, generator=gen, device=device) * 2 - 1)
+
+
+def sharp_problem(n: int, k: int, *, seed: int, device, bias_dtype: torch.dtype | None = None
+                  ) -> Problem:
+    """The sharp profile's layer: small dense weights, pair columns +-448 (a random sign per
+    column and pair), unit scales."""
+    first, second = pair_channels(k, seed, SHARP_PAIRS)
+    gen = _generator(device, "sharp-weight", n, k, seed)
+    w = _small_dense((n, k), gen, device)
+    sign = torch.randint(0, 2, (n, len(first)), generator=gen, device=device) * 2 - 1
+    w[:, first] = sign * FP8_E4M3_MAX
+    w[:, second] = sign * FP8_E4M3_MAX
+    one = torch.ones(1, dtype=torch.float32, device=device)
+    bias = _bias(n, k, seed, bias_dtype, device) if bias_dtype is not None else None
+    return _problem(w.to(FP8_DTYPE), one, one.clone(), bias, first, second, device)
+
+
+def sharp_rows(problem: Problem, rows: int, *, seed: int, stream: str, device,
+               dtype: torch.dtype = torch.bfloat16) -> torch.Tensor:
+    """(rows, K) sharp-profile activations: small dense, pairs +-A with A in [64, 448]."""
+    gen = _generator(device, "sharp-rows", problem.n, problem.k, seed, stream, rows)
+    x = _small_dense((rows, problem.k), gen, device)
+    amp = torch.rand((rows, problem.first.numel()), generator=gen, device=device) * 384 + 64
+    x[:, problem.first] = amp
+    x[:, problem.second] = -amp
+    return x.to(dtype)
+
+
 def stress_operands(n: int, k: int, rows: int, *, device, dtype: str = "bf16",
                     bias: bool = False, seed: int = 0, activation: str = "calibrated",
-                    stream: str = "x") -> tuple[Problem, torch.Tensor]:
+                    stream: str = "x", profile: str = "layer") -> tuple[Problem, torch.Tensor]:
     """A layer and (rows, K) activations on which a change of reduction schedule (chunking,
-    BLOCK_K, tile or chunk order, combine order) changes output bits: the harness's
-    cancelling pairs (module docstring), for kernel-level tests outside the harness."""
+    BLOCK_K, tile or chunk order, combine order) changes output bits: the cancelling pairs
+    (module docstring) in one of STRESS_PROFILES (`activation` is the layer profile's),
+    for kernel-level tests and checks outside the harness."""
+    if profile == "sharp":
+        problem = sharp_problem(n, k, seed=seed, device=device,
+                                bias_dtype=DTYPES[dtype] if bias else None)
+        return problem, sharp_rows(problem, rows, seed=seed, stream=stream, device=device,
+                                   dtype=DTYPES[dtype])
+    if profile != "layer":
+        raise ValueError(f"profile {profile!r} not in {STRESS_PROFILES}")
     case = Case(Shape(f"{n}x{k}", n, k), dtype, bias, "contiguous", seed, activation)
     problem = make_problem(case, device)
     return problem, make_rows(problem, case, rows, stream, device)
 
+
+# ---------------------------------------------------------------- GEMM operands
+
+# Operand sets of a GEMM-level check (`compare.prove_entry`): dense random FP8, what a real
+# layer sees (alone it misses most regroupings in BF16 output: on the probe above it never
+# told split_k 1 from 2), then the sharp stress data quantized to FP8.
+OPERAND_DATA = ("dense", "stress")
+
+
+@dataclass(frozen=True)
+class GemmOperands:
+    """FP8 operands of one (rows x K) @ (K x N) GEMM and the data set they come from."""
+
+    a: torch.Tensor               # (rows, K) float8_e4m3fn
+    weight: torch.Tensor          # [N, K] float8_e4m3fn
+    a_scale: torch.Tensor         # one-element float32
+    weight_scale: torch.Tensor    # one-element float32
+    data: str                     # "stress" | "dense" | "given"
+    label: str = ""               # what they were drawn for (a case id)
+
+    rows = property(lambda self: self.a.shape[0])
+    n = property(lambda self: self.weight.shape[0])
+    k = property(lambda self: self.weight.shape[1])
+
+
+def dense_operands(n: int, k: int, rows: int, *, device,
+                   seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(a (rows, K), w [N, K]) dense random FP8, no zeros: the benchmark's `random_fp8`,
+    a then w from one generator seeded `seed`."""
+    from det_suite.bench.gemm import random_fp8
+
+    gen = torch.Generator(device=device)
+    gen.manual_seed(seed)
+    return (random_fp8((rows, k), generator=gen, device=device),
+            random_fp8((n, k), generator=gen, device=device))
+
+
+def gemm_operands(n: int, k: int, rows: int, *, data: str = "stress", device,
+                  seed: int = 0) -> GemmOperands:
+    """The operands of an `OPERAND_DATA` set. stress: `stress_operands`' sharp profile, the
+    activations quantized (plain torch); dense: `dense_operands` (seed + 29), unit scales."""
+    if data == "stress":
+        problem, x = stress_operands(n, k, rows, device=device, seed=seed, profile="sharp")
+        a = (x.float() / problem.input_scale).clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX)
+        return GemmOperands(a.to(FP8_DTYPE), problem.weight,
+                            problem.input_scale, problem.weight_scale, "stress",
+                            f"{n}x{k}/stress/seed{seed}")
+    if data == "dense":
+        a, w = dense_operands(n, k, rows, device=device, seed=seed + 29)
+        one = torch.ones(1, dtype=torch.float32, device=device)
+        return GemmOperands(a, w, one, one, "dense", f"{n}x{k}/dense/seed{seed}")
+    raise ValueError(f"data must be one of {OPERAND_DATA}; got {data!r}")
+
+
+# ---------------------------------------------------------------- layouts
 
 def apply_layout(x2d: torch.Tensor, layout: str) -> torch.Tensor:
     """contiguous: (rows, K) as is. strided3d: a (1, rows, K) view whose rows are

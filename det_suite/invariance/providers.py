@@ -217,7 +217,7 @@ def vendor_provider(name: str, device) -> Provider:
 def sglang_apply_provider(device) -> Provider:
     """SGLang's `apply_fp8_linear`, looked up when asked for; untested here (no sglang)."""
     try:
-        fn = vendors._require_attr(SGLANG_APPLY_MODULE, "apply_fp8_linear",
+        fn = vendors.require_attr(SGLANG_APPLY_MODULE, "apply_fp8_linear",
                                    "sglang apply_fp8_linear")
     except ImportError as exc:
         return Provider(name=SGLANG_APPLY, fn=_unavailable_fn(str(exc)),

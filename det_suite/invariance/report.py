@@ -96,14 +96,13 @@ def instruction_table(families) -> dict:
     """`det-suite lint-policy`'s instruction table for `families`, when that module exists."""
     families = tuple(dict.fromkeys(f for f in families if f))
     try:
-        from det_suite import policy_lint
+        from det_suite import lint as policy_lint
     except ImportError as exc:
-        return {"available": False, "reason": f"det_suite.policy_lint is not importable "
-                                              f"({exc})"}
+        return {"available": False, "reason": f"det_suite.lint is not importable ({exc})"}
     try:
         table = policy_lint.instruction_table(families=families)
     except Exception as exc:  # the report must not die on a sibling tool's failure
-        return {"available": False, "reason": f"policy_lint.instruction_table failed: "
+        return {"available": False, "reason": f"det_suite.lint.instruction_table failed: "
                                               f"{type(exc).__name__}: {exc}"}
     markdown = None
     if hasattr(table, "to_markdown"):

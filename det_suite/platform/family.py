@@ -43,12 +43,13 @@ def validate_family(name: str, *, argument: str = "family") -> str:
 def resolve_family(*, on_cpu: bool, capability: tuple[int, int] | None) -> tuple[str, str]:
     """(family, source) for a launch: DET_SUITE_ARCH overrides detection (for diagnosis,
     e.g. running SM12x's table on an H200; the override is visible in every report), the
-    interpreter or a CPU device walks INTERPRETER_FAMILY's table, else the capability."""
+    interpreter or a CPU device (`on_cpu`, decided by the caller from a live process or a
+    snapshot) walks INTERPRETER_FAMILY's table, else the capability."""
     override = os.environ.get(ARCH_OVERRIDE_ENV)
     if override:
         return (validate_family(override, argument=ARCH_OVERRIDE_ENV),
                 f"override ({ARCH_OVERRIDE_ENV})")
-    if on_cpu or interpreter_active():
+    if on_cpu:
         return INTERPRETER_FAMILY, "interpreter"
     if capability is None:
         raise RuntimeError("no CUDA device and TRITON_INTERPRET is not set: det-suite's kernels "
@@ -58,7 +59,7 @@ def resolve_family(*, on_cpu: bool, capability: tuple[int, int] | None) -> tuple
 
 def device_family(device: torch.device | None = None) -> str:
     """The family whose tile table a launch on `device` uses."""
-    on_cpu = device is not None and torch.device(device).type == "cpu"
+    on_cpu = interpreter_active() or (device is not None and torch.device(device).type == "cpu")
     capability = None
     if not on_cpu and not interpreter_active() and not os.environ.get(ARCH_OVERRIDE_ENV) \
             and torch.cuda.is_available():

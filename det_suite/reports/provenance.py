@@ -19,7 +19,7 @@ import os
 import subprocess
 from pathlib import Path
 
-PACKAGE_ROOT = Path(__file__).resolve().parent
+PACKAGE_ROOT = Path(__file__).resolve().parent.parent
 REPO_ROOT = PACKAGE_ROOT.parent
 REVISION_ENV = "DET_SUITE_REVISION"
 # Source files of det-suite, relative to the repository root: what a result depends on.

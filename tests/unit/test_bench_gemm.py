@@ -1,5 +1,6 @@
 """`det-suite bench gemm`: shape parsing, summaries, tables, the accuracy gate in front of
-every timing, and the no-GPU exit. `gpu`/`perf` tests run the real benchmark on one small
+every timing, the library entry point (`bench_gemm`: settings in, result out) and the
+command over it, and the no-GPU exit. `gpu`/`perf` tests run the real benchmark on one small
 shape."""
 
 import json
@@ -13,11 +14,13 @@ import pytest
 import torch
 
 from det_suite.bench.gemm import (
-    REFERENCE_VENDOR, BenchRun, CellResult, GemmShape, check_accuracy, format_markdown,
-    format_mode_table, gate_failures, geometric_mean, measure_cell, parse_ms, parse_shape,
-    parse_shapes, random_fp8, summarize, weight_floor_us)
+    REFERENCE_VENDOR, BenchRun, BenchUsageError, CellResult, GemmBenchSettings, GemmShape,
+    bench_gemm, check_accuracy, config_policy, format_markdown, format_mode_table,
+    gate_failures, geometric_mean, measure_cell, parse_config_spec, parse_ms, parse_shape,
+    parse_shapes, plan_gemm_bench, random_fp8, summarize, weight_floor_us)
+from det_suite.bench.timing import GpuRequired
 from det_suite.cli import build_parser, main
-from det_suite.commands.bench import config_policy, parse_config_spec
+from det_suite.commands.bench import settings_from_args
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 NO_GPU_MESSAGE = "bench gemm needs a CUDA GPU; found none"
@@ -91,8 +94,8 @@ def test_geometric_mean_rejects(values):
 @pytest.mark.parametrize("n,k,floor_us", [(6144, 4096, 5.9), (4096, 4096, 3.9),
                                           (24576, 4096, 23.6), (4096, 12288, 11.8)],
                          ids=["qkv", "o", "gate_up", "down"])
-def test_weight_floor_matches_design_md(n, k, floor_us):
-    """design.md: at 4.27 TB/s copy bandwidth the qwen3-8b weights read in these times."""
+def test_weight_floor_matches_the_measured_bandwidth(n, k, floor_us):
+    """docs/invariance-rule.md: at 4.27 TB/s copy bandwidth the qwen3-8b weights read in these times."""
     assert weight_floor_us(n, k, 4.27e12) == pytest.approx(floor_us, abs=0.05)
 
 
@@ -378,6 +381,130 @@ def test_config_policy_serves_the_pinned_config_for_every_shape_and_m():
                                                                       (24576, 4096))}
     assert len(configs) == 1
     assert next(iter(configs)).use_workspace and next(iter(configs)).split_k == 2
+
+
+# ------------------------------------------------------------------ library entry point
+
+def test_command_defaults_are_the_settings_defaults():
+    """`det-suite bench gemm` with no options asks for exactly GemmBenchSettings()."""
+    args = build_parser().parse_args(["bench", "gemm"])
+    assert settings_from_args(args) == GemmBenchSettings()
+
+
+def test_command_passes_every_option_into_the_settings():
+    args = build_parser().parse_args([
+        "bench", "gemm", "--shapes", "qwen3-8b", "64,128", "--m", "1", "8", "--mode", "graph",
+        "--policy-file", "p.json", "--config", "block_m=64,block_n=64,block_k=128",
+        "--vendors", "torch_scaled_mm", "--warmup-ms", "5", "--rep-ms", "20", "--seed", "3",
+        "--floor-max-m", "16", "--max-geomean", "1.1", "--max-cell", "1.3",
+        "--max-floor-ratio", "1.5", "--gate-mode", "graph"])
+    assert settings_from_args(args) == GemmBenchSettings(
+        shapes=("qwen3-8b", "64,128"), ms=(1, 8), modes=["graph"], policy_file="p.json",
+        config="block_m=64,block_n=64,block_k=128", vendors=["torch_scaled_mm"],
+        warmup_ms=5.0, rep_ms=20.0, seed=3, floor_max_m=16, max_geomean=1.1, max_cell=1.3,
+        max_floor_ratio=1.5, gate_modes=["graph"])
+
+
+def test_plan_expands_the_settings():
+    plan = plan_gemm_bench(GemmBenchSettings(shapes=["64,128", "64x128"], ms=[8, 1, 8],
+                                             modes=["graph", "warm", "graph"],
+                                             config={"block_m": 64, "block_n": 64,
+                                                     "block_k": 128}))
+    assert [s.name for s in plan.shapes] == ["64x128"] and plan.ms == [1, 8]
+    assert plan.modes == ["graph", "warm"] and plan.gate_modes == ["graph", "warm"]
+    assert plan.config_fields == parse_config_spec("block_m=64,block_n=64,block_k=128")
+
+
+@pytest.mark.parametrize("settings,message", [
+    (GemmBenchSettings(shapes=["4096"]), "shape '4096'"),
+    (GemmBenchSettings(ms=[0]), ">= 1"),
+    (GemmBenchSettings(config="block_m=64"), "--config: missing"),
+    (GemmBenchSettings(config={"block_m": 64, "block_n": 64, "block_k": 128, "bogus": 1}),
+     "--config: unknown"),
+    (GemmBenchSettings(modes=["cold"]), "mode 'cold' is not one of"),
+    (GemmBenchSettings(modes=["flush"], gate_modes=["graph"]),
+     "--gate-mode graph is not among the modes run"),
+], ids=["shape", "m", "config-text", "config-fields", "mode", "gate-mode"])
+def test_bench_gemm_refuses_bad_settings_before_needing_a_gpu(settings, message):
+    with pytest.raises(BenchUsageError, match=message):
+        bench_gemm(settings)
+
+
+def test_bench_gemm_without_gpu_raises_gpu_required(no_gpu):
+    with pytest.raises(GpuRequired, match=NO_GPU_MESSAGE):
+        bench_gemm(GemmBenchSettings())
+
+
+@pytest.fixture
+def fake_gpu_run(monkeypatch):
+    """bench_gemm with the GPU run replaced by canned cells (the first M of every shape
+    `det` us, torch 5 us), so the command's whole path runs on CPU."""
+    import det_suite.bench.gemm.job as job
+    import det_suite.bench.timing as timing
+    import det_suite.reports.environment as environment
+
+    calls = {}
+
+    def fake_run(shapes, ms, modes, **kwargs):
+        calls.update(shapes=shapes, ms=ms, modes=modes, **kwargs)
+        cells = {mode: [_cell(mode, shape, m, det=calls["det"], torch_us=5.0)
+                        for shape in shapes for m in ms] for mode in modes}
+        if calls.get("wrong"):
+            cells[modes[0]][0].errors = ["wrong result vs torch_scaled_mm"]
+        return BenchRun(shapes=list(shapes), ms=list(ms), modes=list(modes),
+                        vendors={REFERENCE_VENDOR: "cuBLASLt"}, policy_source="test",
+                        policy_family="sm90", copy_bandwidth=4.27e12, settings={},
+                        cells=cells)
+
+    monkeypatch.setattr(timing, "require_gpu", lambda what: None)
+    monkeypatch.setattr(job, "run_gemm_bench", fake_run)
+    monkeypatch.setattr(environment, "environment", lambda: {"machine": "test"})
+    calls["det"] = 5.0
+    return calls
+
+
+def test_bench_gemm_returns_the_run_gate_and_payload(fake_gpu_run):
+    fake_gpu_run["det"] = 7.0
+    result = bench_gemm(GemmBenchSettings(shapes=["64,128"], ms=[1, 8], modes=["graph"],
+                                          max_cell=1.3, seed=3))
+    assert fake_gpu_run["modes"] == ["graph"] and fake_gpu_run["seed"] == 3
+    assert fake_gpu_run["policy"] is None  # the shipped table of this family
+    assert not result.failed and not result.ok
+    assert result.gate_failures == ["[graph] worst cell 1.400 at 64x128 M=1 > 1.3"]
+    assert result.payload["gate"]["failures"] == result.gate_failures
+    assert result.payload["environment"] == {"machine": "test"}
+    assert result.tables()[0].startswith("mode graph")
+    assert "| 64x128 64x128 | 1.40 | 1.40 |" in result.markdown()
+
+
+def test_bench_gemm_pins_a_config_as_a_one_entry_policy(fake_gpu_run):
+    bench_gemm(GemmBenchSettings(shapes=["64,128"], ms=[1],
+                                 config="block_m=64,block_n=64,block_k=128,split_k=2"))
+    policy = fake_gpu_run["policy"]
+    assert policy.select(1, 4096, 4096).split_k == 2 and policy.source.startswith("--config")
+
+
+def test_bench_gemm_reports_an_unreadable_policy_file(fake_gpu_run, tmp_path):
+    with pytest.raises(BenchUsageError, match="cannot load the policy"):
+        bench_gemm(GemmBenchSettings(policy_file=str(tmp_path / "missing.json")))
+
+
+@pytest.mark.parametrize("det,wrong,code", [(5.0, False, 0), (8.0, False, 3), (5.0, True, 1)],
+                         ids=["ok", "gate", "wrong-result"])
+def test_bench_gemm_command_prints_writes_and_exits(fake_gpu_run, tmp_path, capsys, det,
+                                                    wrong, code):
+    fake_gpu_run.update(det=det, wrong=wrong)
+    out_json, out_md = tmp_path / "bench.json", tmp_path / "bench.md"
+    assert main(["bench", "gemm", "--shapes", "64,128", "--m", "1", "--mode", "graph",
+                 "--max-geomean", "1.5", "--json", str(out_json),
+                 "--markdown", str(out_md)]) == code
+    captured = capsys.readouterr()
+    assert captured.out.startswith("mode graph")
+    payload = json.loads(out_json.read_text())
+    assert payload["ok"] is (not wrong) and payload["gate"]["modes"] == ["graph"]
+    assert "| shape (N x K) | M=1 |" in out_md.read_text()
+    assert ("GATE: [graph] geometric mean" in captured.err) is (code == 3)
+    assert ("FAILED: det-suite produced wrong results" in captured.err) is wrong
 
 
 # ------------------------------------------------------------------ GPU

@@ -10,7 +10,7 @@ import shutil
 
 import pytest
 
-from det_suite import evidence
+from det_suite.reports import evidence
 from det_suite.reports.provenance import REPO_ROOT
 
 FOLDER = REPO_ROOT / evidence.CURRENT_EVIDENCE

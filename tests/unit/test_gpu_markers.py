@@ -7,8 +7,8 @@ and ``--det-require=gpu`` never knows it exists. This file reads the test source
 `ast` (nothing is imported or run) and names every such test.
 
 A test is marked when the function, an enclosing class (decorator or ``pytestmark``), or
-the module's ``pytestmark`` carries one of `det_suite.pytest_plugin.GPU_MARKERS`; a CUDA
-literal inside ``pytest.param(..., marks=<GPU marker>)`` is marked by that param. Tests
+the module's ``pytestmark`` carries one of `det_suite.pytest_plugin.markers.GPU_MARKERS`; a
+CUDA literal inside ``pytest.param(..., marks=<GPU marker>)`` is marked by that param. Tests
 that take their device from the ``device`` fixture name no literal and are fine. Queries
 that answer without a GPU (``torch.cuda.is_available()`` and friends) are not uses.
 Only the test function's own source (decorators included) is read, not helpers it calls.
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from det_suite.pytest_plugin import GPU_MARKERS
+from det_suite.pytest_plugin.markers import GPU_MARKERS
 
 TESTS_ROOT = Path(__file__).resolve().parents[1]
 # torch.cuda calls that work, and answer, on a machine without a GPU.

@@ -144,12 +144,12 @@ def test_heatmap_skipped_with_note_without_matplotlib(tmp_path, capsys, monkeypa
                                                             "invariance_heatmap.png").exists()
 
 
-def test_instruction_table_section_says_not_available_without_policy_lint(
+def test_instruction_table_section_says_not_available_without_the_lint(
         tmp_path, capsys, monkeypatch):
     import det_suite
-    # `from det_suite import policy_lint` finds an imported submodule on the package first.
-    monkeypatch.delattr(det_suite, "policy_lint", raising=False)
-    monkeypatch.setitem(sys.modules, "det_suite.policy_lint", None)
+    # `from det_suite import lint` finds an imported submodule on the package first.
+    monkeypatch.delattr(det_suite, "lint", raising=False)
+    monkeypatch.setitem(sys.modules, "det_suite.lint", None)
     args = [a for a in SMALL if a != "--no-instruction-table"]
     assert run(tmp_path, "--providers", ROWWISE, *args, "--no-heatmap") == 0
     payload = json.loads((tmp_path / "invariance.json").read_text())
@@ -157,14 +157,14 @@ def test_instruction_table_section_says_not_available_without_policy_lint(
     assert "Not available" in (tmp_path / "invariance.md").read_text()
 
 
-def test_instruction_table_embedded_when_policy_lint_provides_it(tmp_path, monkeypatch):
+def test_instruction_table_embedded_when_the_lint_provides_it(tmp_path, monkeypatch):
     import types
-    fake = types.ModuleType("det_suite.policy_lint")
+    fake = types.ModuleType("det_suite.lint")
     fake.instruction_table = lambda families: {"families": list(families)}
     fake.render_markdown = lambda data: "| arch | instruction |\n| --- | --- |\n"
     import det_suite
-    monkeypatch.setattr(det_suite, "policy_lint", fake, raising=False)
-    monkeypatch.setitem(sys.modules, "det_suite.policy_lint", fake)
+    monkeypatch.setattr(det_suite, "lint", fake, raising=False)
+    monkeypatch.setitem(sys.modules, "det_suite.lint", fake)
     args = [a for a in SMALL if a != "--no-instruction-table"]
     assert run(tmp_path, "--providers", "det_suite:s2", *args, "--no-heatmap") == 0
     payload = json.loads((tmp_path / "invariance.json").read_text())

@@ -1,9 +1,12 @@
-"""The invariance harness: row-count sets, the matrix, inputs, comparisons, verdicts.
+"""The invariance harness: row-count sets, the matrix, inputs, comparisons, verdicts; and
+the same comparisons proving one tile-table entry (what `det-suite tune` stores entries by).
 
 Every invariance assertion has a counterpart showing the same comparison detects a
 difference: det-suite's kernel vs the positive control (BLOCK_K/split-K chosen by M) on the
 CPU interpreter, and fast pure-torch providers for the harness logic.
 """
+
+from dataclasses import replace
 
 import pytest
 import torch
@@ -12,8 +15,10 @@ from det_suite.invariance import cases as C
 from det_suite.platform import gpu_faithful_interpreter as interpreter
 from det_suite.invariance import graph, runner, verdict
 from det_suite.invariance import providers as prov
-from det_suite.invariance.compare import Recorder, compare, diff_stats
+from det_suite.invariance.compare import (Recorder, SplitKByM, compare, diff_stats,
+                                          prove_entry, run_gemm, subset_rows)
 from det_suite.ops import quantize_fp8
+from det_suite.policy import LaunchConfig, MTile, TableEntry
 
 DEVICE = "cpu"
 NATIVE = prov.native_family(DEVICE)
@@ -194,6 +199,46 @@ def test_inputs_expose_a_regrouped_k_sum(shape):
     assert differing_rows >= q.shape[0] // 2
 
 
+@pytest.mark.parametrize("data", C.OPERAND_DATA)
+def test_gemm_operands_are_fp8_without_zeros(data):
+    ops = C.gemm_operands(WIDE.n, WIDE.k, 8, data=data, device=DEVICE, seed=3)
+    assert ops.a.dtype == ops.weight.dtype == torch.float8_e4m3fn and ops.data == data
+    assert (ops.rows, ops.n, ops.k) == (8, WIDE.n, WIDE.k)
+    assert not (ops.a.float() == 0).any() and not (ops.weight.float() == 0).any()
+
+
+def test_gemm_stress_operands_cancel_exactly():
+    """The sharp profile's pairs: weight columns at the FP8 range, activations +-A, so the
+    pair products sum to exactly zero and the product is that of the background alone."""
+    ops = C.gemm_operands(WIDE.n, WIDE.k, 8, data="stress", device=DEVICE, seed=3)
+    a, w = ops.a.double(), ops.weight.double()
+    pairs = w.abs().eq(448).all(dim=0)  # the cancelling columns
+    assert int(pairs.sum()) == 2 * min(C.SHARP_PAIRS, WIDE.k // 2)
+    assert torch.equal(a[:, pairs].abs().amax(dim=0) >= 64, torch.ones(int(pairs.sum()),
+                                                                       dtype=torch.bool))
+    assert torch.equal(a @ w.t(), a[:, ~pairs] @ w[:, ~pairs].t())
+
+
+def test_unknown_operand_data_and_profile_are_refused():
+    with pytest.raises(ValueError, match="data"):
+        C.gemm_operands(64, 80, 4, data="zeros", device=DEVICE)
+    with pytest.raises(ValueError, match="profile"):
+        C.stress_operands(64, 80, 4, device=DEVICE, profile="blunt")
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+@pytest.mark.parametrize("other", [dict(split_k=2), dict(block_k=64)], ids=["split2", "bk64"])
+def test_sharp_stress_data_show_a_regrouped_sum_in_every_row(seed, other):
+    """The prover's detector, on the kernel itself: split_k 1 vs 2 (two BLOCK_K 128 tiles
+    per chunk) and BLOCK_K 128 vs 64 differ in every one of 20 single rows."""
+    ops = C.gemm_operands(64, 512, 20, data="stress", device=DEVICE, seed=seed)
+    base = LaunchConfig(32, 64, 128, 4, 3, 1, 8, False)
+
+    def run(config):
+        return run_gemm(ops.a, ops.weight.t(), ops.a_scale, ops.weight_scale, config)
+    assert bool((run(base) != run(replace(base, **other))).any(dim=1).all())
+
+
 # ---------------------------------------------------------------- one comparison
 
 def test_compare_records_equal():
@@ -329,6 +374,42 @@ def test_positive_control_is_flagged_on_the_same_cases(case):
     differing = {c.kind for c in rec.mismatches()}
     assert differing == {"suffix", "composition"}
     assert min(c.m for c in rec.mismatches() if c.kind == "suffix") == 1
+
+
+# ---------------------------------------------------------------- one entry (the tuner's)
+
+def test_subset_rows_name_the_first_or_last_m_rows():
+    assert subset_rows("prefix", 3, 10) == (0, 3) and subset_rows("suffix", 3, 10) == (7, 10)
+    with pytest.raises(ValueError):
+        subset_rows("middle", 3, 10)
+    with pytest.raises(ValueError):
+        subset_rows("suffix", 11, 10)
+
+
+def _fixed_entry():
+    """Split-K 2 by the workspace for small M, in one pass above; one BLOCK_M."""
+    return TableEntry(64, 512, 64, 128, 2, 8, (MTile(16, 32, 4, 3, True),
+                                               MTile(None, 32, 4, 3, False)))
+
+
+def test_prove_entry_passes_a_fixed_schedule_and_records_every_comparison():
+    ops = C.gemm_operands(64, 512, 40, data="stress", device=DEVICE)
+    rec = Recorder()
+    result = prove_entry(_fixed_entry(), ops, check_ms=(1, 7, 33), stages=(2,),
+                         subsets=("prefix", "suffix"), recorder=rec)
+    assert result.passed and result.comparisons == rec.count() > 0
+    assert {c.kind for c in rec.comparisons} == {"repeat", "prefix", "suffix", "all"}
+    assert not rec.mismatches() and not rec.errors
+
+
+def test_prove_entry_rejects_the_split_k_counterpart_at_the_first_row_count():
+    """Counterpart of the test above: the same entry made to choose split-K by M."""
+    ops = C.gemm_operands(64, 512, 40, data="stress", device=DEVICE)
+    result = prove_entry(SplitKByM(_fixed_entry(), 7), ops, check_ms=(1, 7, 33),
+                         subsets=("prefix",))
+    assert not result.passed and result.failure.kind == "invariance"
+    assert result.first_differing_m == 1 and result.failure.selected
+    assert result.failure.config["split_k"] == 1 and result.failure.data == "stress"
 
 
 def test_cpu_runs_install_and_remove_the_fixed_order_dot():

@@ -90,7 +90,7 @@ def test_torch_scaled_mm_is_measured_on_the_full_matrix():
 
 @pytest.mark.sm90
 def test_seed_table_is_not_invariant_on_sm90():
-    """design.md: on SM90 BLOCK_M 16/32 compile to mma.sync k16 on FP16-converted operands
+    """docs/invariance-rule.md: on SM90 BLOCK_M 16/32 compile to mma.sync k16 on FP16-converted operands
     and 64/128 to wgmma k32, so the seed's table differs between small and large M."""
     result = _run(["det_suite:sm120"], C.quick_matrix(C.QWEN3_8B), C.full_plan(
         m_full=4097, graph=False))

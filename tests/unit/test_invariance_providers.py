@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from det_suite.platform.family import device_family
+from det_suite.platform.hardware import importable
 from det_suite.invariance import providers as prov
 from det_suite.invariance.cases import Case, Shape, apply_layout, make_problem, make_rows
 
@@ -145,7 +146,7 @@ def _fake_sglang(monkeypatch, fn):
 
 
 def test_sglang_apply_missing_is_unavailable_naming_module():
-    if "sglang" in sys.modules or prov.vendors._importable("sglang"):
+    if "sglang" in sys.modules or importable("sglang"):
         pytest.skip("sglang is installed here")
     p = prov.provider_from_spec("sglang_apply_fp8_linear", DEVICE)
     assert p.unavailable and prov.SGLANG_APPLY_MODULE.split(".")[0] in p.unavailable

@@ -82,6 +82,14 @@ def test_old_text_occurs_exactly_once_at_head(mutation, tmp_path):
     compile(mutated, mutation.file, "exec")  # a mutant that does not parse is killed for free
 
 
+@pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.name for m in MUTATIONS])
+def test_every_mutation_applies_to_the_working_tree(mutation):
+    """A file moved or rewritten (the architecture split moved the policy's tile selection)
+    must take its mutants along: a mutant that no longer applies tests nothing."""
+    assert mutate.check_mutation(mutation, REPO) is None, (
+        f"{mutation.name} no longer applies to {mutation.file}: update tools/mutations.toml")
+
+
 def test_gpu_only_and_equivalent_mutants_are_marked():
     flagged = {m.name: (m.needs_gpu, bool(m.equivalent)) for m in MUTATIONS}
     assert flagged["pdl-no-gdc-wait"] == (True, False)

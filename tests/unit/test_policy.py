@@ -33,7 +33,7 @@ def test_seed_table_picks_block_m_by_m(m, block_m):
 
 def test_sm90_table_never_selects_mma_sync_tiles():
     """BLOCK_M 16/32 on the activation side compile to mma.sync k16 on Hopper, 64/128 to
-    wgmma (design.md); a swapped tile puts >= 64 weight rows on that side instead."""
+    wgmma (docs/invariance-rule.md); a swapped tile puts >= 64 weight rows on that side instead."""
     policy = shipped_policy("sm90")
     for entry in policy.all_entries():
         for tile in entry.m_tiles:

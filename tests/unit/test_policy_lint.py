@@ -13,18 +13,20 @@ import json
 import pytest
 import torch
 
-from det_suite import ops, policy_lint
-from det_suite.platform.family import family_of_capability
+from det_suite import lint, ops
 from det_suite.cli import main as cli_main
-from det_suite.policy import LaunchConfig, shipped_families, shipped_policy
-from det_suite.policy_lint import (
+from det_suite.kernels import registry
+from det_suite.lint import (
     FAMILY_TARGETS,
     GemmCase,
     KernelLaunch,
     family_targets,
     gemm_launches,
     specialize,
+    worker,
 )
+from det_suite.platform.family import family_of_capability
+from det_suite.policy import LaunchConfig, shipped_families, shipped_policy
 
 
 def _seed_table_path():
@@ -49,13 +51,13 @@ def compile_lock(tmp_path_factory):
 @pytest.fixture(scope="module")
 def shipped(compile_lock):
     with compile_lock:
-        return policy_lint.lint_shipped()
+        return lint.lint_shipped()
 
 
 @pytest.fixture(scope="module")
 def seed_on_sm90(compile_lock):
     with compile_lock:
-        return policy_lint.lint_table(_seed_table_path(), ["sm_90"])
+        return lint.lint_table(_seed_table_path(), ["sm_90"])
 
 
 def _table(result, family, arch):
@@ -133,7 +135,7 @@ def test_shipped_sm90_table_exercises_every_launch_kind(shipped):
         ("fp8_scaled_mm_swap_ab_kernel", "fused"), ("fp8_scaled_mm_swap_ab_kernel", ""),
         ("fp8_scaled_mm_tma_kernel", "fused"), ("fp8_scaled_mm_kernel", "fused"),
         ("fp8_scaled_mm_tma_kernel", ""), ("fp8_scaled_mm_kernel", "")}
-    assert any(f.name == "fp8_splitk_reduce_kernel" for f in policy_lint.FIXED_KERNELS)
+    assert any(f.name == "fp8_splitk_reduce_kernel" for f in lint.FIXED_KERNELS)
 
 
 def test_default_entry_compiles_both_k_tail_modes_and_a_misaligned_k(shipped):
@@ -184,7 +186,7 @@ def test_mixed_table_on_sm90_groups_block_m_by_instruction(tmp_path):
     ]
     path = tmp_path / "mixed.json"
     path.write_text(json.dumps(raw))
-    result = policy_lint.lint_table(str(path), ["sm90"], override_stages=(),
+    result = lint.lint_table(str(path), ["sm90"], override_stages=(),
                                     include_fixed=False)
     assert result.violations == [
         "sm_90 (sm120 table) entry default: BLOCK_M 16, 32 (mma.sync m16n8k16 f16) vs "
@@ -214,7 +216,7 @@ def variant_table(tmp_path_factory, compile_lock):
     path = tmp_path_factory.mktemp("tables") / "variants.json"
     path.write_text(json.dumps(VARIANT_TABLE))
     with compile_lock:
-        return policy_lint.lint_table(str(path), override_stages=(), include_fixed=False)
+        return lint.lint_table(str(path), override_stages=(), include_fixed=False)
 
 
 def _launch_kinds(entry, tile):
@@ -301,27 +303,27 @@ def test_tma_descriptor_block_shapes_follow_the_config(block_m, block_n, block_k
 
 def test_entry_mixing_instructions_between_loads_is_named_by_loads():
     def variant(tma, summary):
-        return policy_lint.VariantResult(
+        return lint.VariantResult(
             kernel="k", tile=0, m_range=">=1", m=64, block_m=64, block_n=64, block_k=128,
             num_warps=4, num_stages=3, stages_source="table", split_k=1, group_m=8,
             write_partials=False, even_k=True, k=4096, tma=tma, fixup="",
             launch="selected", expects_mma=True, status="ok", summary=summary)
     groups = {"wgmma m64n64k32 e4m3": [variant(True, "wgmma m64n64k32 e4m3")],
               "mma.sync m16n8k16 f16": [variant(False, "mma.sync m16n8k16 f16")]}
-    assert policy_lint._describe_groups(groups) == \
+    assert lint.describe_groups(groups) == \
         "loads TMA (wgmma m64n64k32 e4m3) vs loads pointer (mma.sync m16n8k16 f16)"
 
 
 def test_table_on_unlisted_arch_is_reported_not_skipped():
-    result = policy_lint.lint_table(_seed_table_path(), ["sm_86"], override_stages=(),
+    result = lint.lint_table(_seed_table_path(), ["sm_86"], override_stages=(),
                                     include_fixed=False)
     table = _table(result, "sm120", "sm_86")
     assert (table.role, [e.status for e in table.entries]) == ("candidate", ["unsupported"])
 
 
 def test_unsupported_on_the_familys_own_target_is_a_violation(monkeypatch):
-    monkeypatch.setitem(policy_lint.FAMILY_TARGETS, "sm120", (80,))
-    result = policy_lint.lint_table(_seed_table_path(), override_stages=(),
+    monkeypatch.setitem(lint.FAMILY_TARGETS, "sm120", (80,))
+    result = lint.lint_table(_seed_table_path(), override_stages=(),
                                     include_fixed=False)
     assert [e.status for e in _table(result, "sm120", "sm_80").entries] == ["violation"]
 
@@ -332,7 +334,7 @@ def test_wrong_expected_mma_on_primary_target_is_a_violation(tmp_path):
     raw["entries"] = []  # the default entry shows it
     path = tmp_path / "sm90-wrong-expectation.json"
     path.write_text(json.dumps(raw))
-    result = policy_lint.lint_table(str(path), override_stages=(), include_fixed=False)
+    result = lint.lint_table(str(path), override_stages=(), include_fixed=False)
     assert any("expected_mma 'mma.sync m16n8k32 e4m3'" in v for v in result.violations)
 
 
@@ -343,29 +345,35 @@ def test_wrong_expected_mma_on_primary_target_is_a_violation(tmp_path):
     ("wgmma m64nNk32 e4m3", "mma.sync m16n8k16 f16", False),
 ], ids=["wildcard-n", "subset-of-tokens", "k-and-type-differ", "family-differs"])
 def test_expected_mma_matching(expected, summary, match):
-    assert policy_lint._expected_matches(expected, [summary]) is match
+    assert lint.expected_matches(expected, [summary]) is match
 
 
 # ------------------------------------------------------------------ mechanics
 
 def test_repeat_lint_reuses_compiled_variants(seed_on_sm90):
-    again = policy_lint.lint_table(_seed_table_path(), ["sm_90"])
+    again = lint.lint_table(_seed_table_path(), ["sm_90"])
     total = seed_on_sm90.compiled + seed_on_sm90.cache_hits
     assert (again.compiled, again.cache_hits) == (0, total)
 
 
 def test_worker_environment_drops_interpreter(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    assert "TRITON_INTERPRET" not in policy_lint._worker_env()
+    assert "TRITON_INTERPRET" not in worker.worker_env()
+
+
+def test_compile_worker_starts_from_the_package():
+    """The parent starts workers as `python -m det_suite.lint --compile-worker`."""
+    import importlib.util
+    assert worker.WORKER_MODULE == "det_suite.lint"
+    assert importlib.util.find_spec("det_suite.lint.__main__") is not None
 
 
 def test_compiles_with_interpreter_set_in_parent(monkeypatch):
     monkeypatch.setenv("TRITON_INTERPRET", "1")
-    launch = policy_lint._quantize_launch()
+    launch = lint.quantize_launch()
     launch.options = {"num_warps": 2}  # a job no other test compiles
     job = specialize(launch, "det_suite.kernels.fp8_quantize", "fp8_quantize_kernel", 89)
-    policy_lint._compile_all([job], 1, None)
-    outcome = policy_lint._CACHE[job.key]
+    (outcome,) = lint.compile_outcomes([job], workers=1)
     assert (outcome.ok, outcome.instructions, outcome.error) == (True, [], None)
 
 
@@ -378,20 +386,22 @@ def test_family_targets_are_the_capabilities_routed_to_the_family(family):
     ("sm_90", 90), ("sm90", 90), ("sm_90a", 90), ("90", 90), ("12.0", 120), (100, 100),
 ], ids=["sm_90", "sm90", "sm_90a", "bare", "dotted", "int"])
 def test_parse_arch(text, capability):
-    assert policy_lint.parse_arch(text) == capability
+    assert lint.parse_arch(text) == capability
 
 
 @pytest.mark.parametrize("text", ["hopper", "sm_6", ""], ids=["name", "too-old", "empty"])
 def test_parse_arch_rejects(text):
     with pytest.raises(ValueError, match="arch"):
-        policy_lint.parse_arch(text)
+        lint.parse_arch(text)
 
 
-# The lint compiles what ops.launch_fp8_gemm launches. Both build on ops.gemm_launch_spec;
-# these tests catch the rest drifting: launch_fp8_gemm bypassing the spec, the lint's
-# stand-in tensors differing from the real ones, the spec disagreeing with a kernel.
-
-GEMM_KERNEL_NAMES = tuple(ops.GEMM_LAUNCH_KERNELS)
+# The lint compiles what ops launches, from one kernel registry. ops.launch_fp8_gemm and
+# ops.launch_quantize launch from ops.launch_spec's descriptions through a Launcher, and
+# look each kernel up in det_suite.kernels.registry; the lint binds the same descriptions
+# to stand-ins and compiles the registry's (module, name). These tests catch the rest
+# drifting: a launch bypassing the spec or the registry, the lint's stand-in tensors
+# differing from the real ones, the spec disagreeing with a kernel, the lint compiling a
+# kernel the registry does not name (or missing one it does).
 
 
 def _params(kernel):
@@ -407,30 +417,25 @@ def _params(kernel):
 
 
 class _Recorder:
-    def __init__(self, name, calls):
-        self.name, self.calls = name, calls
-        self.runtime, self.constexpr_names = _params(getattr(ops, name))
+    """A Launcher (ops.launch.Launcher) that records each launch instead of running it."""
 
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            self.calls.append((self.name, grid, dict(zip(self.runtime, args)), kwargs))
-        return launch
+    def __init__(self):
+        self.calls = []
 
-
-def _record(monkeypatch, names):
-    calls = []
-    recorders = {name: _Recorder(name, calls) for name in names}
-    for name, recorder in recorders.items():
-        monkeypatch.setattr(ops, name, recorder)
-    return calls, recorders
+    def __call__(self, kernel, call, args, keywords):
+        self.calls.append((kernel, call, args, keywords))
 
 
-def _recorded_job(recorders, recorded, capability=90):
-    name, _grid, args, kwargs = recorded
-    constexpr_names = recorders[name].constexpr_names
-    launch = KernelLaunch(args, {k: v for k, v in kwargs.items() if k in constexpr_names},
-                          {k: v for k, v in kwargs.items() if k not in constexpr_names})
-    return specialize(launch, ops.GEMM_LAUNCH_KERNELS.get(name, "m"), name, capability)
+def _recorded_job(recorded, capability=90):
+    """The compile job of a recorded launch, named by the launched function itself: its
+    module and name, its own parameter names for the positional arguments."""
+    kernel, _call, args, keywords = recorded
+    fn = getattr(kernel, "fn", kernel)
+    runtime, constexpr_names = _params(kernel)
+    launch = KernelLaunch(dict(zip(runtime, args)),
+                          {k: v for k, v in keywords.items() if k in constexpr_names},
+                          {k: v for k, v in keywords.items() if k not in constexpr_names})
+    return specialize(launch, fn.__module__, fn.__name__, capability)
 
 
 LAUNCH_CASES = [
@@ -447,97 +452,160 @@ LAUNCH_IDS = ["decode", "prefill", "k-tail", "reduce-decode", "reduce-k-tail", "
               "tma-reduce-k-tail", "tma-misaligned-k-falls-back"]
 
 
-def _config(split_k, use_workspace, fused_fixup, use_tma):
-    return LaunchConfig(block_m=32, block_n=64, block_k=128, num_warps=4, num_stages=3,
-                        split_k=split_k, group_m=8, use_workspace=use_workspace,
-                        use_tma=use_tma, fused_fixup=fused_fixup)
+def _config(split_k, use_workspace, fused_fixup, use_tma, swap_ab=False):
+    return LaunchConfig(block_m=16 if swap_ab else 32, block_n=64, block_k=128, num_warps=4,
+                        num_stages=3, split_k=split_k, group_m=8, use_workspace=use_workspace,
+                        use_tma=use_tma, fused_fixup=fused_fixup, swap_ab=swap_ab)
 
+
+# Every LAUNCH_CASE, and the TMA ones with swapped operands (swap_ab).
+SPEC_CASES = [(*case, False) for case in LAUNCH_CASES] + [
+    (*case, True) for case in LAUNCH_CASES if case[5]]
+SPEC_IDS = LAUNCH_IDS + [f"swap-ab-{i}" for case, i in zip(LAUNCH_CASES, LAUNCH_IDS) if case[5]]
 
 # The pointer fallback the lint compiles for a TMA tile, against a launch on an activation
 # whose base is off 16-byte alignment (TMA-able K).
-MIRROR_CASES = [(*case, True) for case in LAUNCH_CASES] + [
-    (*case, False) for case in LAUNCH_CASES if case[5] and case[1] % 16 == 0]
-MIRROR_IDS = LAUNCH_IDS + [f"{i}-offset-activation" for case, i in zip(LAUNCH_CASES, LAUNCH_IDS)
-                           if case[5] and case[1] % 16 == 0]
+MIRROR_CASES = [(*case, True) for case in SPEC_CASES] + [
+    (*case, False) for case in SPEC_CASES if case[5] and case[1] % 16 == 0]
+MIRROR_IDS = SPEC_IDS + [f"{i}-offset-activation" for case, i in zip(SPEC_CASES, SPEC_IDS)
+                         if case[5] and case[1] % 16 == 0]
 
 
-@pytest.mark.parametrize("m, k, split_k, use_workspace, fused_fixup, use_tma, aligned",
+def _fp8_operands(m, n, k, offset=0):
+    a = torch.empty(m * k + 64, dtype=torch.float8_e4m3fn)
+    a = a[(-a.data_ptr()) % 16 + offset:][:m * k].view(m, k)
+    return a, torch.empty((n, k), dtype=torch.float8_e4m3fn).t()
+
+
+@pytest.mark.parametrize("m, k, split_k, use_workspace, fused_fixup, use_tma, swap_ab, aligned",
                          MIRROR_CASES, ids=MIRROR_IDS)
-def test_gemm_launch_mirrors_ops(monkeypatch, m, k, split_k, use_workspace, fused_fixup,
-                                 use_tma, aligned):
+def test_gemm_launch_mirrors_ops(m, k, split_k, use_workspace, fused_fixup, use_tma, swap_ab,
+                                 aligned):
     n = 192
-    config = _config(split_k, use_workspace, fused_fixup, use_tma)
+    config = _config(split_k, use_workspace, fused_fixup, use_tma, swap_ab)
     launches = gemm_launches(GemmCase(config, m, n, k))
     mirrored = launches[0] if aligned else \
         next(la for la in launches if la.launch == "pointer fallback")
-    calls, recorders = _record(monkeypatch, GEMM_KERNEL_NAMES)
-    offset = 0 if aligned else policy_lint.MISALIGNED_BASE_OFFSET
-    a = torch.empty(m * k + 64, dtype=torch.float8_e4m3fn)
-    a = a[(-a.data_ptr()) % 16 + offset:][:m * k].view(m, k)
-    w = torch.empty((n, k), dtype=torch.float8_e4m3fn)
+    recorder = _Recorder()
+    a, b_kn = _fp8_operands(m, n, k, 0 if aligned else lint.MISALIGNED_BASE_OFFSET)
     scale = torch.ones(1)
-    ops.launch_fp8_gemm(a, w.t(), scale, scale, None,
-                        torch.empty((m, n), dtype=torch.bfloat16), config)
-    real = [_recorded_job(recorders, c) for c in calls]
+    ops.launch_fp8_gemm(a, b_kn, scale, scale, None, torch.empty((m, n), dtype=torch.bfloat16),
+                        config, launcher=recorder)
+    real = [_recorded_job(c) for c in recorder.calls]
     assert real == [specialize(bound, call.module, call.kernel, 90)
                     for call, bound in mirrored.calls]
-    assert [c[1] for c in calls] == [call.grid for call, _bound in mirrored.calls]
+    assert [call.grid for _k, call, _a, _kw in recorder.calls] == \
+        [call.grid for call, _bound in mirrored.calls]
 
 
-@pytest.mark.parametrize("m, k, split_k, use_workspace, fused_fixup, use_tma", LAUNCH_CASES,
-                         ids=LAUNCH_IDS)
-def test_launch_spec_matches_kernel_signatures(m, k, split_k, use_workspace, fused_fixup,
-                                               use_tma):
-    config = _config(split_k, use_workspace, fused_fixup, use_tma)
-    spec = ops.gemm_launch_spec(config, m, 192, k, has_bias=True, use_tma=use_tma)
-    for call in spec.calls:
-        runtime, constexprs = _params(getattr(ops, call.kernel))
-        assert ([name for name, _ in call.args], {name for name, _ in call.constexprs}) == \
-            (runtime, constexprs), call.kernel
+@pytest.mark.parametrize("m, k, split_k, use_workspace, fused_fixup, use_tma, swap_ab",
+                         SPEC_CASES, ids=SPEC_IDS)
+def test_launchers_see_the_registry_kernels(m, k, split_k, use_workspace, fused_fixup,
+                                            use_tma, swap_ab):
+    """Each launch hands the Launcher registry.kernel(name) of the kernel its call names."""
+    n = 192
+    recorder = _Recorder()
+    a, b_kn = _fp8_operands(m, n, k)
+    scale = torch.ones(1)
+    ops.launch_fp8_gemm(a, b_kn, scale, scale, None, torch.empty((m, n), dtype=torch.bfloat16),
+                        _config(split_k, use_workspace, fused_fixup, use_tma, swap_ab),
+                        launcher=recorder)
+    ops.launch_quantize(torch.empty((m, k), dtype=torch.bfloat16), scale, launcher=recorder)
+    assert recorder.calls and all(kernel is registry.kernel(call.kernel)
+                                  for kernel, call, _a, _kw in recorder.calls)
+    assert recorder.calls[-1][1].kernel == "fp8_quantize_kernel"
 
 
-@pytest.mark.parametrize("name", GEMM_KERNEL_NAMES)
-def test_launch_kernels_live_where_the_lint_compiles_them(name):
+def _spec_calls():
+    """Every KernelCall ops.launch_spec describes over SPEC_CASES, and the quantization."""
+    calls = [call for m, k, split_k, use_workspace, fused_fixup, use_tma, swap_ab in SPEC_CASES
+             for has_bias in (False, True)
+             for call in ops.gemm_launch_spec(
+                 _config(split_k, use_workspace, fused_fixup, use_tma, swap_ab), m, 192, k,
+                 has_bias=has_bias, use_tma=use_tma).calls]
+    return calls + [ops.quantize_launch_spec(40, 320)]
+
+
+SPEC_CALLS = _spec_calls()
+
+
+def test_every_launched_kernel_is_a_registry_entry():
+    calls = SPEC_CALLS
+    gemm = {call.kernel for call in calls[:-1]}
+    assert gemm == set(registry.GEMM_KERNELS)
+    assert calls[-1].kernel in registry.KERNELS and not registry.entry(calls[-1].kernel).gemm
+    assert {call.kernel for call in calls} == set(registry.KERNELS)
+
+
+def test_the_lint_compiles_exactly_the_registry_kernels():
+    """Over the shipped tables and fixed kernels, the lint compiles (module, name) pairs
+    that are exactly the registry's entries."""
+    jobs, _caps = lint.plan(lint.shipped_pairs(), lint.OVERRIDE_STAGES, True)
+    assert {(job.module, job.attr) for job in jobs} == \
+        {(entry.module, entry.name) for entry in registry.KERNELS.values()}
+
+
+def test_fixed_kernels_are_the_registry_kernels_without_mma():
+    assert [kernel.name for kernel in lint.FIXED_KERNELS] == \
+        [name for name, entry in registry.KERNELS.items() if entry.operand_dtype is None]
+    for kernel in lint.FIXED_KERNELS:
+        assert isinstance(lint.fixed_kernel_launch(kernel.name), KernelLaunch), kernel.name
+
+
+@pytest.mark.parametrize("name", list(registry.KERNELS))
+def test_registry_entries_load_from_their_module(name):
     import importlib
-    assert getattr(importlib.import_module(ops.GEMM_LAUNCH_KERNELS[name]), name) \
-        is getattr(ops, name) is ops._LAUNCH_KERNEL[name]()
-    assert name in policy_lint.KERNEL_INFO
-    assert set(ops._LAUNCH_KERNEL) == set(ops.GEMM_LAUNCH_KERNELS)
+    entry = registry.entry(name)
+    kernel = registry.kernel(name)
+    assert getattr(importlib.import_module(entry.module), name) is kernel is entry.load()
+    assert getattr(kernel, "fn", kernel).__name__ == name
+
+
+def test_unknown_kernel_names_the_registry():
+    with pytest.raises(KeyError, match="det_suite.kernels.registry"):
+        registry.entry("fp8_no_such_kernel")
+
+
+@pytest.mark.parametrize("call", SPEC_CALLS,
+                         ids=[f"{i}-{call.kernel}" for i, call in enumerate(SPEC_CALLS)])
+def test_launch_spec_matches_kernel_signatures(call):
+    runtime, constexprs = _params(registry.kernel(call.kernel))
+    assert ([name for name, _ in call.args], {name for name, _ in call.constexprs}) == \
+        (runtime, constexprs), call.kernel
 
 
 def test_worker_rejects_a_launch_in_the_wrong_argument_order():
-    launch = policy_lint._quantize_launch()
+    launch = lint.quantize_launch()
     launch.args = dict(reversed(list(launch.args.items())))
     job = specialize(launch, "det_suite.kernels.fp8_quantize", "fp8_quantize_kernel", 89)
-    policy_lint._compile_all([job], 1, None)
-    outcome = policy_lint._CACHE[job.key]
+    (outcome,) = lint.compile_outcomes([job], workers=1)
     assert not outcome.ok and "in the order" in outcome.error
 
 
 @pytest.mark.parametrize("kernel_attr, builder", [
-    ("fp8_quantize_kernel", policy_lint._quantize_launch),
-    ("fp8_splitk_reduce_kernel", policy_lint._reduce_launch),
+    ("fp8_quantize_kernel", lint.quantize_launch),
+    ("fp8_splitk_reduce_kernel", lint.reduce_launch),
 ], ids=["quantize", "splitk-reduce"])
-def test_fixed_kernel_launch_mirrors_ops(monkeypatch, kernel_attr, builder):
-    calls, recorders = _record(monkeypatch, ("fp8_quantize_kernel", *GEMM_KERNEL_NAMES))
-    m, n, k = policy_lint.UNBOUNDED_M, policy_lint.REPRESENTATIVE_N, policy_lint.REPRESENTATIVE_K
+def test_fixed_kernel_launch_mirrors_ops(kernel_attr, builder):
+    recorder = _Recorder()
+    m, n, k = lint.UNBOUNDED_M, lint.REPRESENTATIVE_N, lint.REPRESENTATIVE_K
     if kernel_attr == "fp8_quantize_kernel":
-        ops.quantize_fp8(torch.empty((m, k), dtype=torch.bfloat16), torch.ones(1))
+        ops.launch_quantize(torch.empty((m, k), dtype=torch.bfloat16), torch.ones(1),
+                            launcher=recorder)
     else:
         ops.launch_fp8_gemm(torch.empty((m, k), dtype=torch.float8_e4m3fn),
                             torch.empty((n, k), dtype=torch.float8_e4m3fn).t(), torch.ones(1),
                             torch.ones(1), None, torch.empty((m, n), dtype=torch.bfloat16),
-                            LaunchConfig(**policy_lint.REDUCE_CONFIG))
-    (recorded,) = [c for c in calls if c[0] == kernel_attr]
-    real = _recorded_job(recorders, recorded)
-    assert real == specialize(builder(), ops.GEMM_LAUNCH_KERNELS.get(kernel_attr, "m"),
-                              kernel_attr, 90)
+                            LaunchConfig(**lint.REDUCE_CONFIG), launcher=recorder)
+    (recorded,) = [c for c in recorder.calls if c[1].kernel == kernel_attr]
+    assert _recorded_job(recorded) == specialize(builder(), registry.entry(kernel_attr).module,
+                                                 kernel_attr, 90)
 
 
 # ------------------------------------------------------------------ report and CLI
 
 def test_instruction_table_is_plain_json_data():
-    data = policy_lint.instruction_table(families=("sm90",))
+    data = lint.instruction_table(families=("sm90",))
     assert json.loads(json.dumps(data))["tables"][0]["family"] == "sm90"
 
 

@@ -9,10 +9,10 @@ from dataclasses import replace
 
 import pytest
 
-from det_suite import policy_lint
+from det_suite import lint
+from det_suite.lint.ptx_grid_dependency import (GridDependencyOrder, global_access,
+                                                grid_dependency_order)
 from det_suite.policy import shipped_policy
-from det_suite.ptx_grid_dependency import (GridDependencyOrder, global_access,
-                                           grid_dependency_order)
 
 WAITS_FIRST = """
 $L__tmp0:
@@ -63,7 +63,7 @@ def test_global_accesses_are_told_from_shared_param_and_bookkeeping(statement, i
 
 @pytest.fixture(scope="module")
 def sm90_pdl_variants():
-    result = policy_lint.lint_shipped(["sm90"], arches=[90])
+    result = lint.lint_shipped(["sm90"], arches=[90])
     return [v for table in result.tables for entry in table.entries for v in entry.variants
             if v.pdl]
 
@@ -87,12 +87,12 @@ def test_the_rule_flags_a_pdl_launch_of_a_kernel_compiled_without_the_wait(use_t
     with PDL is what the rule exists to catch."""
     config = replace(shipped_policy("sm90").select(8, 4096, 4096), use_tma=use_tma,
                      swap_ab=swap_ab, block_m=16 if swap_ab else 64, use_pdl=False)
-    case = policy_lint.GemmCase(config, 8, 4096, 4096)
-    launch = policy_lint.gemm_launches(case, pointer_fallback=False)[0]
+    case = lint.GemmCase(config, 8, 4096, 4096)
+    launch = lint.gemm_launches(case, pointer_fallback=False)[0]
     call, bound = launch.calls[0]
     bound.options["launch_pdl"] = True  # the launch attribute without the kernel's wait
-    job = policy_lint.specialize(bound, call.module, call.kernel, 90)
-    (outcome,) = policy_lint.compile_outcomes([job], workers=1)
+    job = lint.specialize(bound, call.module, call.kernel, 90)
+    (outcome,) = lint.compile_outcomes([job], workers=1)
     assert outcome.ok, outcome.error
     order = GridDependencyOrder(**outcome.grid_dependency)
     assert not order.waits_first and "no griddepcontrol.wait" in order.describe()

@@ -2,7 +2,7 @@
 
 import pytest
 
-from det_suite.ptx_instructions import (
+from det_suite.lint.ptx_instructions import (
     decode_tcgen05_descriptor,
     parse_mma_instructions,
     summarize,

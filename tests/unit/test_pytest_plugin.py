@@ -18,6 +18,8 @@ import pytest
 import det_suite
 from det_suite.platform import hardware
 from det_suite import pytest_plugin as plugin
+from det_suite.platform.interpreter import default_to_interpreter
+from det_suite.pytest_plugin.markers import DIAGNOSTIC_PROPERTY, MARKERS, NOT_RUN_PROPERTY
 
 pytest_plugins = ["pytester"]
 
@@ -65,7 +67,7 @@ def not_run_line(marker: str, count: int, reason_pattern: str) -> str:
 
 # ------------------------------------------------------------------ markers
 
-@pytest.mark.parametrize("marker", list(plugin.MARKERS))
+@pytest.mark.parametrize("marker", list(MARKERS))
 def test_marker_is_registered_under_strict_markers(pytester, machine, marker):
     pytester.makepyfile(marked_test(marker))
     result = run(pytester, "--collect-only")
@@ -79,7 +81,7 @@ def test_unknown_marker_fails_under_strict_markers(pytester, machine):
     result.stdout.fnmatch_lines(["*'gpuu' not found in `markers` configuration option*"])
 
 
-@pytest.mark.parametrize("marker", list(plugin.MARKERS))
+@pytest.mark.parametrize("marker", list(MARKERS))
 def test_marker_is_listed_by_pytest_markers(pytester, machine, marker):
     result = pytester.runpytest(*PLUGIN_ARGS, "--markers")
     result.stdout.fnmatch_lines([f"@pytest.mark.{marker}: *"])
@@ -138,7 +140,7 @@ def test_not_run_reason_reaches_junit_xml(pytester, machine):
     pytester.makepyfile(marked_test("sm120"))
     run(pytester, "--junitxml=junit.xml")
     properties = ET.parse(pytester.path / "junit.xml").getroot().iter("property")
-    values = [p.get("value") for p in properties if p.get("name") == plugin.NOT_RUN_PROPERTY]
+    values = [p.get("value") for p in properties if p.get("name") == NOT_RUN_PROPERTY]
     assert len(values) == 1 and values[0].startswith("sm120: needs an SM12x GPU"), values
 
 
@@ -304,8 +306,10 @@ def test_interpreter_default_at_load(monkeypatch, env, cuda, expected):
         monkeypatch.delenv("TRITON_INTERPRET", raising=False)
     else:
         monkeypatch.setenv("TRITON_INTERPRET", env)
-    monkeypatch.setattr(hardware, "cuda_available", lambda: cuda)
-    changed = plugin._default_to_interpreter()
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: cuda)
+    changed = default_to_interpreter()  # what the plugin runs at import
     assert (changed, os.environ.get("TRITON_INTERPRET")) == (expected == "1" and env is None,
                                                             expected)
 
@@ -380,7 +384,7 @@ def test_det_arch_as_records_junit_property(pytester, machine):
     run(pytester, "--det-arch-as=sm120", "--junitxml=junit.xml")
     properties = ET.parse(pytester.path / "junit.xml").getroot().iter("property")
     assert [(p.get("name"), p.get("value")) for p in properties] == \
-        [(plugin.DIAGNOSTIC_PROPERTY, "sm120")]
+        [(DIAGNOSTIC_PROPERTY, "sm120")]
 
 
 def test_det_arch_as_skips_other_families_arch_tests(pytester, machine):

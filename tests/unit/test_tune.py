@@ -5,7 +5,8 @@ GPU when there is one.
 
 Under the interpreter tl.dot is numpy's matmul, whose BLAS kernel rounds a row differently
 depending on its position in the tile, which the cancellation stress data exposes; CPU
-runs therefore compare prefix rows of entries with one BLOCK_M (see check_invariance).
+runs therefore compare prefix rows of entries with one BLOCK_M (see
+det_suite.invariance.compare.prove_entry, the prover the tuner's checks run through).
 """
 
 import json
@@ -17,18 +18,19 @@ import torch
 from det_suite.platform.family import KNOWN_FAMILIES
 from det_suite.bench.gemm import GemmShape
 from det_suite.cli import main
-from det_suite.commands.tune import _defaults, resolve_family
-from det_suite.policy import (LaunchConfig, MTile, TableEntry, load_policy_file, parse_policy,
-                              shipped_families, shipped_policy)
+from det_suite.commands.tune import _defaults
+from det_suite.invariance.cases import gemm_operands
+from det_suite.invariance.compare import SplitKByM, run_gemm
+from det_suite.policy import (LaunchConfig, MTile, TableEntry, entry_json, load_policy_file,
+                              m_tile_json, parse_policy, shipped_families, shipped_policy)
 from det_suite.tune import (
     CHECK_BIG_M, CHECK_DATA, CHECK_MS, CLASS_MS, FAMILY_BLOCK_M, SCREEN_MS, SPLIT_K_CHOICES,
     SWAP_BLOCK_M,
     CheckResult, CheckFailure, Reduction, TuneSettings, Tuner, Variant, accumulator_fits,
     axis_variants, block_m_choices, build_m_tiles, check_entry, check_invariance,
-    class_bounds, combine_axes, entry_json, invariance_operands, launch_config, m_tile_json,
-    make_entry, rank_reductions, swap_variant,
-    reduction_candidates, representative_variant, tuned_on, tuned_policy_json, valid_split_ks,
-    variant_space, write_tuned_policy)
+    class_bounds, combine_axes, launch_config, make_entry, rank_reductions, resolve_family,
+    swap_variant, reduction_candidates, representative_variant, tuned_on, tuned_policy_json,
+    valid_split_ks, variant_space, write_tuned_policy)
 
 FAMILIES = list(KNOWN_FAMILIES) + ["default"]
 N, K = 64, 512          # 4 K tiles of 128: split_k 1, 2 and 4 are valid
@@ -50,7 +52,7 @@ def test_block_m_choices_stay_in_the_family_safe_set(family, m):
 
 
 def test_sm90_never_offers_mma_sync_tiles():
-    """BLOCK_M 16/32 compile to mma.sync k16 on Hopper, 64/128 to wgmma k32 (design.md)."""
+    """BLOCK_M 16/32 compile to mma.sync k16 on Hopper, 64/128 to wgmma k32 (docs/invariance-rule.md)."""
     offered = {b for m in range(1, 300) for b in block_m_choices("sm90", m)}
     assert offered == {64, 128}
 
@@ -204,24 +206,9 @@ def test_make_entry_rejects_split_k_beyond_the_k_tiles():
 
 # ------------------------------------------------------------------ invariance check
 
-class MDependentSplit:
-    """A deliberately broken candidate: split_k 1 for m <= `switch`, the entry's own above
-    (or the reverse when `invert`), one BLOCK_M throughout."""
-
-    def __init__(self, entry: TableEntry, switch: int, *, until: int | None = None):
-        self.entry, self.switch, self.until = entry, switch, until
-
-    def _broken(self, config):
-        return replace(config, split_k=1, use_workspace=False)
-
-    def select(self, m):
-        config = self.entry.select(m)
-        in_window = m <= self.switch if self.until is None else self.switch < m <= self.until
-        return self._broken(config) if in_window else config
-
-    def variants(self):
-        return tuple(dict.fromkeys(self.entry.variants()
-                                   + tuple(self._broken(v) for v in self.entry.variants())))
+# A deliberately broken candidate: split_k 1 for m <= `switch` (or switch < m <= `until`),
+# the entry's own elsewhere, one BLOCK_M throughout: the invariance package's counterpart.
+MDependentSplit = SplitKByM
 
 
 def _honest(block_m=32, split_k=2):
@@ -264,14 +251,12 @@ def test_check_accepts_a_fixed_schedule_entry_on_dense_and_stress_data(device):
     assert result.comparisons > 2 * len(CHECK_MS_SMALL)
 
 
-def test_check_rejects_wrong_results_before_comparing_bits(device, monkeypatch):
-    import det_suite.tune as tune
+def test_check_rejects_wrong_results_before_comparing_bits(device):
+    def doubled(*args):
+        return run_gemm(*args) * 2
 
-    real_run = tune._run
-    monkeypatch.setattr(tune, "_run", lambda a, w_kn, config, n:
-                        real_run(a, w_kn, config, n) * 2)
     result = check_entry(_honest(), N, K, device=device, check_ms=CHECK_MS_SMALL,
-                         big_m=BIG_M_SMALL, subsets=subsets_for(device))
+                         big_m=BIG_M_SMALL, subsets=subsets_for(device), gemm=doubled)
     assert not result.passed and result.failure.kind == "accuracy"
 
 
@@ -292,53 +277,49 @@ def test_check_needs_check_ms_below_big_m(device):
         check_invariance(_honest(), N, K, device=device, check_ms=(1, 200), big_m=97)
 
 
-def test_stress_operands_cancel_exactly_and_have_no_zeros():
-    a, w = invariance_operands(8, N, K, device="cpu", seed=3)
-    assert not (a.float() == 0).any() and not (w.float() == 0).any()
-    product = a.double() @ w.double().t()
-    big = (a.float().abs() >= 64).all(dim=0)  # the cancelling columns
-    assert int(big.sum()) == 8
-    dense = a.double()[:, ~big] @ w.double()[:, ~big].t()
-    assert torch.equal(product, dense)
+# The stress operands' own tests (pairs cancel exactly, dense data has no zeros) are in
+# test_invariance_compare.py, next to the generator's other tests.
 
 
 # ------------------------------------------------------------------ parallel precompile
 
 def test_precompile_compiles_every_gemm_kernel_and_launches_none(monkeypatch):
-    """launch_fp8_gemm's real argument lists reach `warmup` (compile only), for the pointer,
-    TMA, swapped-operand and split-K reduction kernels alike, and the kernels are restored
-    afterwards."""
-    import det_suite.ops as ops
-    from det_suite.tune import _launch_call, precompile_launches
+    """Through ops' compile launcher, launch_fp8_gemm's real argument lists reach `warmup`
+    (compile only) for the pointer, TMA, swapped-operand and split-K reduction kernels
+    alike, and no kernel is launched."""
+    import inspect
+
+    from det_suite.kernels import registry
+    from det_suite.tune import GemmLaunch, precompile_launches
 
     seen = []
 
     class FakeKernel:
         def __init__(self, name):
             self.name = name
+            real = registry.entry(name).load()
+            self.signature = inspect.signature(getattr(real, "fn", real))
 
         def __getitem__(self, grid):
             raise AssertionError(f"{self.name} launched during precompile")
 
         def warmup(self, *args, grid, **kwargs):
+            params = {k: v for k, v in kwargs.items() if k in self.signature.parameters}
+            self.signature.bind(*args, **params)  # every parameter, none unknown
             seen.append((self.name, grid, kwargs.get("num_stages")))
 
-    names = getattr(ops, "GEMM_LAUNCH_KERNELS", None) or [
-        "fp8_scaled_mm_kernel", "fp8_scaled_mm_tma_kernel", "fp8_splitk_reduce_kernel"]
-    fakes = {name: FakeKernel(name) for name in names}
-    for name, fake in fakes.items():
-        monkeypatch.setattr(ops, name, fake)
-    a, w = invariance_operands(16, N, K, device="cpu")
+    fakes = {name: FakeKernel(name) for name in registry.GEMM_KERNELS}
+    monkeypatch.setattr(registry, "kernel", lambda name: fakes[name])
+    operands = gemm_operands(N, K, 16, device="cpu")
     out = torch.empty((16, N), dtype=torch.bfloat16)
     one = torch.ones(1)
     base = LaunchConfig(16, 64, 128, 4, 3, 2, 8, True, use_tma=False, fused_fixup=False)
     configs = [base, replace(base, use_tma=True, fused_fixup=True, num_stages=4),
                replace(base, block_n=64, use_tma=True, swap_ab=True)]
-    assert precompile_launches([_launch_call(a, w.t(), one, one, out, c) for c in configs],
-                               workers=2, log=pytest.fail)
-    assert {name for name, _, _ in seen} == set(names), seen
+    launches = [GemmLaunch(operands.a, operands.weight.t(), one, one, out, c) for c in configs]
+    assert precompile_launches(launches, workers=2, log=pytest.fail)
+    assert {name for name, _, _ in seen} == set(registry.GEMM_KERNELS), seen
     assert ("fp8_scaled_mm_tma_kernel", (1, 2), 4) in seen
-    assert all(getattr(ops, name) is fake for name, fake in fakes.items())
 
 
 # ------------------------------------------------------------------ the tuner
@@ -540,7 +521,7 @@ def test_gpu_check_accepts_a_family_table_with_workspace_and_two_block_m():
 @pytest.mark.gpu
 @pytest.mark.sm90
 def test_gpu_check_rejects_mixing_mma_sync_and_wgmma_tiles_on_sm90():
-    """design.md: BLOCK_M 16 is mma.sync k16 on Hopper, 128 is wgmma k32; mixing them
+    """docs/invariance-rule.md: BLOCK_M 16 is mma.sync k16 on Hopper, 128 is wgmma k32; mixing them
     differed by up to 4.0 on the down projection."""
     entry = TableEntry(4096, 12288, 64, 128, 1, 8, (MTile(16, 16, 4, 3),
                                                     MTile(None, 128, 4, 3)))

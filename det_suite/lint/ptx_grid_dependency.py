@@ -7,9 +7,10 @@ kernel may still read or write (its output, the workspace). On the GPU a missing
 race that shows only when the timing is unlucky; in the PTX it is plain to see, so the lint
 checks it for every PDL variant on a CPU, for every target.
 
-Pure text processing, like `ptx_instructions`. Listing order stands in for execution order:
-det-suite's kernels wait in their first statement, before any branch, so a global access
-that appears before the wait in the text is one the program may execute before it.
+Pure text processing, like `det_suite.lint.ptx_instructions`. Listing order stands in for
+execution order: det-suite's kernels wait in their first statement, before any branch, so a
+global access that appears before the wait in the text is one the program may execute
+before it.
 """
 
 from __future__ import annotations
@@ -17,10 +18,9 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from det_suite.ptx_instructions import _statements
+from det_suite.lint.ptx_instructions import statements
 
 WAIT = "griddepcontrol.wait"
-LAUNCH_DEPENDENTS = "griddepcontrol.launch_dependents"
 # Statements that may read or write global memory. Generic-space ld/st/atom/red count too
 # (Triton addresses global tensors through generic pointers in some lowerings); cp.async
 # (Ampere) and cp.async.bulk (TMA) read global memory into shared memory. Their group
@@ -80,7 +80,7 @@ def grid_dependency_order(ptx: str) -> GridDependencyOrder:
     before_wait = None
     waited = False
     launches = False
-    for statement in _statements(ptx):
+    for statement in statements(ptx):
         text = statement.strip()
         if _WAIT_RE.search(text):
             waited = True

@@ -25,8 +25,6 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-FAMILIES = ("mma.sync", "wgmma", "tcgen05", "wmma")
-
 # PTX type suffixes that name an operand or accumulator format.
 _TYPES = frozenset({
     "f16", "f16x2", "bf16", "bf16x2", "tf32", "f32", "f64",
@@ -232,7 +230,8 @@ def _parse_tcgen05(opcode: str, operands: list[str], movs: dict[str, set[int]]) 
     return record
 
 
-def _statements(ptx: str) -> list[str]:
+def statements(ptx: str) -> list[str]:
+    """The ';'-separated statements of a listing, comments and string literals removed."""
     return [s for s in _clean(ptx).split(";") if s.strip()]
 
 
@@ -242,14 +241,14 @@ def parse_mma_instructions(ptx: str) -> list[MmaInstruction]:
     Two statements are the same instruction when their opcode and (for tcgen05) their
     decoded descriptor agree.
     """
-    statements = _statements(ptx)
+    listing = statements(ptx)
     movs: dict[str, set[int]] = {}
-    for statement in statements:
+    for statement in listing:
         match = _MOV_IMM_RE.search(statement.strip())
         if match:
             movs.setdefault(match.group(1), set()).add(int(match.group(2), 0))
     found: dict[tuple, dict] = {}
-    for statement in statements:
+    for statement in listing:
         for match in _OPCODE_RE.finditer(statement):
             opcode = match.group("op")
             operands = _split_operands(statement[match.end():])
@@ -269,10 +268,6 @@ def parse_mma_instructions(ptx: str) -> list[MmaInstruction]:
             else:
                 found[key] = dict(record, opcode=opcode, count=1)
     return [MmaInstruction(**record) for record in found.values()]
-
-
-def instruction_signatures(instructions) -> set[tuple]:
-    return {i.signature for i in instructions}
 
 
 def summarize(instructions) -> str:

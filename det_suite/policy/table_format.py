@@ -1,0 +1,186 @@
+"""The tile-table format: JSON in, JSON out, and the tables det-suite ships.
+
+`parse_policy` / `load_policy_file` read a table and reject anything malformed;
+`policy_json` / `entry_json` / `m_tile_json` write one back in the same format (what
+`det-suite tune` stores), `write_policy_file` only after the result parses again.
+`m_tile_text` is an m_tile on one line, for logs and command output.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+from functools import lru_cache
+from importlib import resources
+
+from det_suite.platform.family import DEFAULT_FAMILY, KNOWN_FAMILIES, validate_family
+from det_suite.policy.tiles import (SUPPORTED_STAGES, SWAP_FALLBACK_BLOCK_M, LaunchConfig, MTile,
+                                    TableEntry, TilePolicy)
+
+# Families whose tables may use programmatic dependent launch / swapped operands (both need
+# SM90+ instructions; swapping exists for wgmma's 64-row minimum).
+PDL_FAMILIES = ("sm90", "sm100", "sm120")
+SWAP_AB_FAMILIES = ("sm90",)
+
+
+# ------------------------------------------------------------------ reading
+
+def _power_of_two(value: int) -> bool:
+    return value > 0 and value & (value - 1) == 0
+
+
+def parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEntry:
+    """One entry of a table (`where` names it in errors), validated: the tuner builds its
+    entries through this too, so nothing it stores could fail to load."""
+    try:
+        m_tiles = tuple(MTile(max_m=t["max_m"], block_m=t["block_m"], num_warps=t["num_warps"],
+                              num_stages=t["num_stages"],
+                              use_workspace=t.get("use_workspace", False),
+                              use_tma=t.get("use_tma", False),
+                              fused_fixup=t.get("fused_fixup", True),
+                              use_pdl=t.get("use_pdl", False),
+                              swap_ab=t.get("swap_ab", False),
+                              block_n=t.get("block_n"), block_k=t.get("block_k"))
+                        for t in raw["m_tiles"])
+        entry = TableEntry(n=n, k=k, block_n=raw["block_n"], block_k=raw["block_k"],
+                           split_k=raw.get("split_k", 1), group_m=raw.get("group_m", 8),
+                           m_tiles=m_tiles)
+    except (KeyError, TypeError) as exc:
+        raise ValueError(f"{where}: malformed tile entry ({exc!r})") from exc
+    problems = []
+    for name in ("block_n", "block_k"):
+        if not _power_of_two(getattr(entry, name)):
+            problems.append(f"{name} must be a power of two")
+    if entry.block_k < 32:
+        problems.append("block_k must be >= 32 (one FP8 MMA step)")
+    if not entry.m_tiles or entry.m_tiles[-1].max_m is not None:
+        problems.append("m_tiles must end with an unbounded tile (max_m null)")
+    bounds = [t.max_m for t in entry.m_tiles[:-1]]
+    if any(b is None for b in bounds) or bounds != sorted(bounds):
+        problems.append("m_tiles max_m must be increasing")
+    if entry.split_k < 1:
+        problems.append("split_k must be >= 1")
+    if k is not None and entry.split_k > -(-k // entry.block_k):
+        problems.append("split_k exceeds the number of K tiles (empty chunks)")
+    for t in entry.m_tiles:
+        if t.block_n is not None and not _power_of_two(t.block_n):
+            problems.append(f"m_tile block_n {t.block_n} must be a power of two")
+        if not _power_of_two(t.block_m) or t.block_m < 16:
+            problems.append(f"block_m {t.block_m} must be a power of two >= 16")
+        if t.num_stages not in SUPPORTED_STAGES:
+            problems.append(f"num_stages {t.num_stages} not in {SUPPORTED_STAGES}")
+        if t.block_k is not None:
+            base = LaunchConfig(block_m=t.block_m, block_n=entry.block_n, block_k=entry.block_k,
+                                num_warps=t.num_warps, num_stages=t.num_stages,
+                                split_k=entry.split_k, group_m=entry.group_m,
+                                use_workspace=False)
+            if not _power_of_two(t.block_k) or t.block_k < 32:
+                problems.append(f"m_tile block_k {t.block_k} must be a power of two >= 32")
+            elif k is None or k % t.block_k or k % entry.block_k \
+                    or base.reduction_schedule(k) != replace(base, block_k=t.block_k) \
+                    .reduction_schedule(k):
+                problems.append(f"m_tile block_k {t.block_k} needs an (N, K) entry whose K "
+                                f"is a multiple of both BLOCK_Ks and splits into the same "
+                                f"{entry.split_k} chunk(s)")
+        if t.swap_ab and not t.use_tma:
+            problems.append("swap_ab tiles must set use_tma (the swapped kernel loads by TMA)")
+        if t.swap_ab and (t.block_n or entry.block_n) < SWAP_FALLBACK_BLOCK_M:
+            problems.append(f"swap_ab tiles need block_n >= {SWAP_FALLBACK_BLOCK_M} (the "
+                            "weight rows fill the MMA's row side)")
+        if not _power_of_two(t.num_warps):
+            problems.append(f"num_warps {t.num_warps} must be a power of two")
+    if problems:
+        raise ValueError(f"{where}: " + "; ".join(problems))
+    return entry
+
+
+def parse_policy(raw: dict, source: str) -> TilePolicy:
+    family = validate_family(raw.get("family", ""), argument=f"{source}: family")
+    default = parse_entry(raw["default"], f"{source}: default", None, None)
+    entries = {}
+    for item in raw.get("entries", []):
+        n, k = item["n"], item["k"]
+        entries[(n, k)] = parse_entry(item, f"{source}: entry {n}x{k}", n, k)
+    for entry in (default, *entries.values()):
+        for tile in entry.m_tiles:
+            if tile.use_pdl and family not in PDL_FAMILIES:
+                raise ValueError(f"{source}: entry {entry.key}: use_pdl needs SM90+ "
+                                 f"(families {', '.join(PDL_FAMILIES)}); family is {family}")
+            if tile.block_k is not None and family not in SWAP_AB_FAMILIES:
+                raise ValueError(f"{source}: entry {entry.key}: m_tile block_k overrides are "
+                                 f"for families {', '.join(SWAP_AB_FAMILIES)}, where the "
+                                 f"invariance suite has proven them; family is {family}")
+            if tile.swap_ab and family not in SWAP_AB_FAMILIES:
+                raise ValueError(f"{source}: entry {entry.key}: swap_ab is for families "
+                                 f"{', '.join(SWAP_AB_FAMILIES)}; family is {family}")
+    return TilePolicy(family=family, expected_mma=raw.get("expected_mma", ""),
+                      default=default, entries=entries, source=source)
+
+
+def load_policy_file(path) -> TilePolicy:
+    with open(path) as handle:
+        return parse_policy(json.load(handle), str(path))
+
+
+@lru_cache(maxsize=None)
+def shipped_policy(family: str) -> TilePolicy:
+    """The tile table det-suite ships for `family` (package data)."""
+    validate_family(family)
+    resource = resources.files("det_suite.policy").joinpath("tables", f"{family}.json")
+    return parse_policy(json.loads(resource.read_text()), f"det_suite/policy/tables/{family}.json")
+
+
+def shipped_families() -> tuple[str, ...]:
+    return KNOWN_FAMILIES + (DEFAULT_FAMILY,)
+
+
+# ------------------------------------------------------------------ writing
+
+# MTile fields written only when set: a base table's entries pass through `entry_json`
+# unchanged when tune writes its table, so every field a shipped table may use is here.
+OPTIONAL_TILE_FIELDS = ("block_n", "block_k", "swap_ab", "use_pdl")
+
+
+def m_tile_json(tile: MTile) -> dict:
+    raw = {"max_m": tile.max_m, "block_m": tile.block_m, "num_warps": tile.num_warps,
+           "num_stages": tile.num_stages, "use_workspace": tile.use_workspace,
+           "use_tma": tile.use_tma, "fused_fixup": tile.fused_fixup}
+    raw.update({name: getattr(tile, name) for name in OPTIONAL_TILE_FIELDS
+                if getattr(tile, name) not in (None, False)})
+    return raw
+
+
+def entry_json(entry: TableEntry) -> dict:
+    raw = {} if entry.n is None else {"n": entry.n, "k": entry.k}
+    raw.update({"block_n": entry.block_n, "block_k": entry.block_k, "split_k": entry.split_k,
+                "group_m": entry.group_m, "m_tiles": [m_tile_json(t) for t in entry.m_tiles]})
+    return raw
+
+
+def policy_json(policy: TilePolicy, **fields) -> dict:
+    """A table as `parse_policy` reads it: family, expected_mma, then any further `fields`
+    (a note, provenance) in the order given, then the default and the entries by (N, K)."""
+    return {"family": policy.family, "expected_mma": policy.expected_mma, **fields,
+            "default": entry_json(policy.default),
+            "entries": [entry_json(policy.entries[key]) for key in sorted(policy.entries)]}
+
+
+def write_policy_file(path, payload: dict):
+    """Check the payload loads as a table, then write it atomically (a table that would not
+    load is never written). Returns the path."""
+    from det_suite.reports.files import write_json_atomic
+
+    parse_policy(json.loads(json.dumps(payload, default=str)), str(path))
+    return write_json_atomic(path, payload)
+
+
+def m_tile_text(tile: MTile) -> str:
+    bound = tile.max_m if tile.max_m is not None else "inf"
+    return (f"<={bound} bm{tile.block_m} w{tile.num_warps} s{tile.num_stages}"
+            + (f" bn{tile.block_n}" if tile.block_n is not None else "")
+            + (f" bk{tile.block_k}" if tile.block_k is not None else "")
+            + (" ws" if tile.use_workspace else "")
+            + (" unfused" if tile.use_workspace and not tile.fused_fixup else "")
+            + (" tma" if tile.use_tma else "")
+            + (" swap" if tile.swap_ab else "")
+            + (" pdl" if tile.use_pdl else ""))

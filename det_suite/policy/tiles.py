@@ -1,0 +1,137 @@
+"""What a tile table holds: launch configs, row-count classes (m_tiles), (N, K) entries and
+a family's table, and how an entry selects a config for M.
+
+The JSON format these are read from and written to is `det_suite.policy.table_format`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+SUPPORTED_STAGES = (2, 3, 4, 5, 6, 7, 8)
+# wgmma's row count: what a swapped (swap_ab) tile runs with when TMA is ruled out.
+SWAP_FALLBACK_BLOCK_M = 64
+
+
+@dataclass(frozen=True)
+class LaunchConfig:
+    """Everything one launch of the FP8 GEMM needs besides its tensors."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    num_warps: int
+    num_stages: int
+    split_k: int
+    group_m: int
+    use_workspace: bool
+    use_tma: bool = False  # loads only: TMA descriptors instead of pointer loads
+    fused_fixup: bool = True  # workspace path: last split program sums, no second launch
+    # Programmatic dependent launch (SM90+): the GEMM may be launched while the previous
+    # kernel on the stream drains, and waits (griddepcontrol.wait) before touching memory.
+    # Moves the launch, never the arithmetic.
+    use_pdl: bool = False
+    # TMA tiles only (SM90): the weight on wgmma's 64-row side, block_m tokens on its narrow
+    # side (fp8_scaled_mm_swap_ab.py). Where the operands rule TMA out, the pointer kernel
+    # runs the tile unswapped with SWAP_FALLBACK_BLOCK_M rows instead.
+    swap_ab: bool = False
+
+    def k_chunk(self, k: int) -> int:
+        """Elements of K per split chunk: whole BLOCK_K tiles, so no tile straddles chunks."""
+        tiles = -(-k // self.block_k)
+        return -(-tiles // self.split_k) * self.block_k
+
+    def reduction_schedule(self, k: int) -> tuple[int, int, int]:
+        """What fixes the arithmetic for a K (with the MMA family): the chunk length, the
+        number of chunks, and the K the MMA steps run to (K padded to whole BLOCK_K tiles;
+        a padded step adds zero products, which the accumulator may still round)."""
+        return (self.k_chunk(k), self.split_k, -(-k // self.block_k) * self.block_k)
+
+
+@dataclass(frozen=True)
+class MTile:
+    """One row-count class: rows up to `max_m` (None = unbounded) use these parameters."""
+
+    max_m: int | None
+    block_m: int
+    num_warps: int
+    num_stages: int
+    use_workspace: bool = False
+    use_tma: bool = False
+    fused_fixup: bool = True
+    use_pdl: bool = False
+    swap_ab: bool = False
+    # Overrides the entry's BLOCK_K for this row class (SM90 named entries only): the MMA
+    # still steps through K in k32 steps in the same order, so only the number of steps per
+    # loop iteration changes. Allowed where K is a multiple of both BLOCK_Ks and the chunks
+    # stay the same, so the steps, chunks and padding are identical (checked at load).
+    block_k: int | None = None
+    # Overrides the entry's BLOCK_N for this row class. Only for families whose tiles of every
+    # BLOCK_N share one MMA K step and input type (SM90 wgmma n64/n128/n256: docs/invariance-rule.md's
+    # second probe found them bit-identical); the lint and the invariance suite re-prove it.
+    block_n: int | None = None
+
+
+@dataclass(frozen=True)
+class TableEntry:
+    n: int | None  # None for the family default
+    k: int | None
+    block_n: int
+    block_k: int
+    split_k: int
+    group_m: int
+    m_tiles: tuple[MTile, ...]
+
+    def select(self, m: int) -> LaunchConfig:
+        for tile in self.m_tiles:
+            if tile.max_m is None or m <= tile.max_m:
+                return LaunchConfig(
+                    block_m=tile.block_m, block_n=tile.block_n or self.block_n,
+                    block_k=tile.block_k or self.block_k,
+                    num_warps=tile.num_warps, num_stages=tile.num_stages,
+                    split_k=self.split_k, group_m=self.group_m,
+                    use_workspace=tile.use_workspace and self.split_k > 1,
+                    use_tma=tile.use_tma, fused_fixup=tile.fused_fixup,
+                    use_pdl=tile.use_pdl, swap_ab=tile.swap_ab,
+                )
+        raise AssertionError("validated tables end with an unbounded m_tile")
+
+    def variants(self) -> tuple[LaunchConfig, ...]:
+        """Every launch config M can select for this entry (what must agree on the MMA)."""
+        return tuple(self.select(t.max_m if t.max_m is not None else 1 << 30)
+                     for t in self.m_tiles)
+
+    @property
+    def key(self) -> str:
+        return "default" if self.n is None else f"{self.n}x{self.k}"
+
+
+@dataclass(frozen=True)
+class TilePolicy:
+    family: str
+    expected_mma: str  # what the family's tiles should compile to, for reports and the lint
+    default: TableEntry
+    entries: dict[tuple[int, int], TableEntry] = field(default_factory=dict)
+    source: str = ""
+
+    def entry(self, n: int, k: int) -> TableEntry:
+        return self.entries.get((n, k), self.default)
+
+    def select(self, m: int, n: int, k: int, *, num_stages: int | None = None) -> LaunchConfig:
+        """Launch config for an (m x k) @ (k x n) call. `num_stages` overrides the table's
+        pipeline depth (it moves loads, not arithmetic)."""
+        config = self.entry(n, k).select(m)
+        if num_stages is not None:
+            config = replace(config, num_stages=validate_stages(num_stages))
+        return config
+
+    def all_entries(self) -> tuple[TableEntry, ...]:
+        return (self.default, *self.entries.values())
+
+
+def validate_stages(num_stages: int) -> int:
+    if isinstance(num_stages, bool) or not isinstance(num_stages, int) \
+            or num_stages not in SUPPORTED_STAGES:
+        raise ValueError(f"num_stages={num_stages!r} is not supported; expected one of "
+                         f"{SUPPORTED_STAGES}")
+    return num_stages

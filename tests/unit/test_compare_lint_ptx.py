@@ -1,0 +1,63 @@
+"""tools/compare_lint_ptx.py: the restructuring's PTX-equivalence check must see a change."""
+
+from __future__ import annotations
+
+import copy
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "compare_lint_ptx.py"
+
+
+@pytest.fixture(scope="module")
+def tool():
+    spec = importlib.util.spec_from_file_location("det_suite_compare_lint_ptx", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _variant(tile: int, digest: str) -> dict:
+    return {"kernel": "fp8_scaled_mm_kernel", "label": f"tile {tile}", "tile": tile,
+            "num_stages": 3, "split_k": 1, "tma": False, "fixup": "", "launch": "selected",
+            "pdl": False, "ptx_sha256": digest}
+
+
+LINT = {"triton_version": "3.6.0", "tables": [{"family": "sm90", "arch": "sm_90", "entries": [
+    {"key": "default", "variants": [_variant(0, "a" * 64), _variant(1, "b" * 64)]}]}]}
+
+
+def _write(tmp_path: Path, name: str, lint: dict) -> Path:
+    path = tmp_path / name
+    path.write_text(json.dumps({"lint": lint}))
+    return path
+
+
+def test_identical_listings_pass(tool, tmp_path, capsys):
+    old, new = _write(tmp_path, "old.json", LINT), _write(tmp_path, "new.json", LINT)
+    assert tool.main([str(old), str(new)]) == 0
+    assert "2 of 2 (old) / 2 (new) variants compile to identical PTX" in capsys.readouterr().out
+
+
+def test_a_changed_listing_fails_naming_the_variant(tool, tmp_path, capsys):
+    changed = copy.deepcopy(LINT)
+    changed["tables"][0]["entries"][0]["variants"][1]["ptx_sha256"] = "c" * 64
+    old, new = _write(tmp_path, "old.json", LINT), _write(tmp_path, "new.json", changed)
+    assert tool.main([str(old), str(new)]) == 1
+    assert "different_ptx: ('sm90', 'sm_90', 'default', 'fp8_scaled_mm_kernel', 'tile 1'" \
+        in capsys.readouterr().out
+
+
+def test_a_missing_variant_fails(tool, tmp_path):
+    fewer = copy.deepcopy(LINT)
+    fewer["tables"][0]["entries"][0]["variants"].pop()
+    old, new = _write(tmp_path, "old.json", LINT), _write(tmp_path, "new.json", fewer)
+    assert tool.main([str(old), str(new)]) == 1
+
+
+def test_unreadable_input_exits_2(tool, tmp_path, capsys):
+    assert tool.main([str(tmp_path / "absent.json"), str(tmp_path / "absent.json")]) == 2
+    assert "compare_lint_ptx:" in capsys.readouterr().err

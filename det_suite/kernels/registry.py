@@ -34,6 +34,14 @@ KERNELS: dict[str, KernelEntry] = {entry.name: entry for entry in (
                 "no MMA (ordered fp32 sum)"),
     KernelEntry("fp8_quantize_kernel", "det_suite.kernels.fp8_quantize", None,
                 "no MMA (elementwise)", gemm=False),
+    # The batch-invariant ops of a model's forward (ops.batch_invariant), one tile each.
+    KernelEntry("bi_matmul_kernel", "det_suite.kernels.bi_matmul", "bf16", gemm=False),
+    KernelEntry("bi_paged_attention_kernel", "det_suite.kernels.bi_attention", "bf16",
+                gemm=False),
+    KernelEntry("bi_rmsnorm_kernel", "det_suite.kernels.bi_rmsnorm", None,
+                "no MMA (per-row fp32 sum)", gemm=False),
+    KernelEntry("bi_log_softmax_kernel", "det_suite.kernels.bi_log_softmax", None,
+                "no MMA (per-row fp32 max and sum)", gemm=False),
 )}
 
 GEMM_KERNELS: tuple[str, ...] = tuple(name for name, e in KERNELS.items() if e.gemm)

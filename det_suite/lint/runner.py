@@ -7,6 +7,7 @@ import time
 from typing import TYPE_CHECKING, Iterable
 
 from det_suite.lint.jobs import CompileJob, call_job
+from det_suite.lint.op_kernels import MMA_OP_KERNELS, lint_op_kernel, op_kernel_jobs
 from det_suite.lint.results import LintResult
 from det_suite.lint.rules import fixed_kernel_job, lint_fixed_kernel, lint_table_target
 from det_suite.lint.targets import OVERRIDE_STAGES, OWN_ROLES, shipped_pairs, table_pair
@@ -34,6 +35,8 @@ def plan(policies: Pairs, override_stages: tuple[int, ...], include_fixed: bool
         for capability in sorted(caps):
             for kernel in FIXED_KERNELS:
                 jobs.append(fixed_kernel_job(kernel, capability))
+            for kernel in MMA_OP_KERNELS:
+                jobs.extend(job for _label, job in op_kernel_jobs(kernel, capability))
     return jobs, sorted(caps)
 
 
@@ -44,8 +47,10 @@ def lint(policies: Pairs, *, override_stages: Iterable[int] = OVERRIDE_STAGES,
     kernel cannot compile for is reported as "unsupported" or as a violation."""
     import triton
 
+    from det_suite.platform.triton_compat import require_supported
     from det_suite.policy import validate_stages
 
+    require_supported()  # one message, not one compile failure per variant
     override_stages = tuple(sorted({validate_stages(s) for s in override_stages}))
     started = time.perf_counter()
     planned, caps = plan(policies, override_stages, include_fixed)
@@ -68,6 +73,10 @@ def lint(policies: Pairs, *, override_stages: Iterable[int] = OVERRIDE_STAGES,
             for kernel in FIXED_KERNELS:
                 result, kernel_violations = lint_fixed_kernel(
                     kernel, capability, capability in owned_caps, OUTCOMES)
+                fixed.append(result)
+                violations += kernel_violations
+            for kernel in MMA_OP_KERNELS:  # one MMA signature across the op's launches
+                result, kernel_violations = lint_op_kernel(kernel, capability, OUTCOMES)
                 fixed.append(result)
                 violations += kernel_violations
 

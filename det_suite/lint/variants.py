@@ -210,6 +210,10 @@ def _quantize_call():
 def fixed_kernel_launch(name: str) -> KernelLaunch:
     """The representative launch of a fixed kernel: a GEMM kernel from the launch that
     runs the split-K reduce, any other from its own launch description."""
+    from det_suite.lint.op_kernels import OP_KERNEL_NAMES, op_kernel_launches
+
+    if name in OP_KERNEL_NAMES:  # a batch-invariant op's kernel: its large-M launch
+        return op_kernel_launches(name)[-1][1]
     entry = registry.entry(name)
     calls = _reduce_gemm_calls() if entry.gemm else (_quantize_call(),)
     for call, bound in calls:

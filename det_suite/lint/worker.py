@@ -201,6 +201,8 @@ def stop_at_ptx() -> bool:
     caches an empty cubin under the same key a real launch would use, so its cache lives in
     a subdirectory of Triton's, which launches never read. Returns False (full compiles)
     where this Triton has no stage hook."""
+    from det_suite.platform import triton_compat
+
     try:
         from triton import knobs
 
@@ -208,14 +210,9 @@ def stop_at_ptx() -> bool:
         cache_dir = knobs.cache.dir
     except (ImportError, AttributeError):
         return False
-
-    def drop_cubin(*args):
-        stages = next(a for a in args if isinstance(a, dict))
-        if "ptx" in stages and "cubin" in stages:
-            stages["cubin"] = lambda module, metadata: b""
-
+    protocol = triton_compat.stage_hook_protocol(triton_compat.installed_version())
     knobs.cache.dir = str(Path(cache_dir, PTX_CACHE_SUBDIR))  # also sets TRITON_CACHE_DIR
-    knobs.runtime.add_stages_inspection_hook = drop_cubin
+    knobs.runtime.add_stages_inspection_hook = triton_compat.ptx_only_stage_hook(protocol)
     return True
 
 

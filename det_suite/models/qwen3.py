@@ -1,1 +1,134 @@
-"""Qwen3 dense decoder whose FP8 linears go through det_suite.ops, batch-invariant end to end (issue 12)."""
+"""Qwen3 dense decoder over packed ragged tokens and a paged KV cache.
+
+One forward serves prefill, chunked prefill and decode alike: the tokens of every request in
+the call are packed into one (T, H) tensor (no padding), each request's earlier tokens are
+read from the paged KV cache, and only the rows whose next-token logprobs are wanted go
+through the final norm, the lm_head and log_softmax.
+
+Which kernels run is one object passed in, the op set (`engine.opsets`): the
+batch-invariant ops (det mode) or torch/vendor ops (the stock control). It provides
+    fp8_linear(x, linear: Fp8Linear) -> x.dtype      static per-tensor FP8 linear
+    bf16_linear(x, weight) -> x.dtype                the lm_head
+    rms_norm(x, weight, eps) -> x.dtype              per row of the last dimension
+    write_kv(k, v, k_cache, v_cache, slot_mapping)   store the new tokens' K/V
+    attention(q, k_cache, v_cache, block_tables, context_lens, query_starts, scale)
+    log_softmax(logits) -> fp32
+Everything else here is elementwise or a gather, so it cannot depend on the batch.
+
+The seven linears stay separate GEMMs: the checkpoint gives each its own per-tensor weight
+scale (and input scale), and one fused GEMM would have to merge them by rounding.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+@dataclass
+class PackedBatch:
+    """One forward call's inputs, built by the engine's scheduler (all on the model's device).
+
+    Request r owns rows query_starts[r]:query_starts[r+1]; context_lens[r] of its tokens are
+    already in the cache; the new tokens' K/V go to slot_mapping (page * page_size + offset).
+    logit_rows: the rows whose next-token distribution is returned, in that order.
+    """
+
+    token_ids: torch.Tensor      # (T,) int64
+    positions: torch.Tensor      # (T,) int64
+    slot_mapping: torch.Tensor   # (T,) int64
+    block_tables: torch.Tensor   # (R, W) int32
+    context_lens: torch.Tensor   # (R,) int32
+    query_starts: torch.Tensor   # (R+1,) int32
+    logit_rows: torch.Tensor     # (L,) int64
+
+
+def rope_parameters(config) -> tuple[float, float]:
+    """(theta, attention scaling) of Qwen3's default RoPE; other RoPE types are refused."""
+    params = dict(getattr(config, "rope_parameters", None) or {})
+    theta = params.get("rope_theta", getattr(config, "rope_theta", None))
+    kind = params.get("rope_type", "default")
+    if kind != "default" or theta is None:
+        raise ValueError(f"config.rope_parameters: only the default RoPE with a rope_theta is "
+                         f"supported, got {params or None}")
+    return float(theta), 1.0
+
+
+def rope_table(config, max_positions: int, device, dtype=torch.bfloat16):
+    """cos and sin for positions 0..max_positions-1, (P, head_dim) in `dtype`.
+
+    Computed once, in fp32, the way transformers' Qwen3 rotary embedding does (inv_freq from
+    int64 exponents, position times inv_freq, cat(freqs, freqs), cos/sin, then cast), and
+    indexed by position: a token's rotation never depends on what else is in the batch."""
+    theta, scaling = rope_parameters(config)
+    dim = config.head_dim
+    inv_freq = 1.0 / (theta ** (torch.arange(0, dim, 2, dtype=torch.int64, device=device)
+                                .float() / dim))
+    positions = torch.arange(max_positions, dtype=torch.int64, device=device).float()
+    freqs = positions[:, None] * inv_freq[None, :]
+    emb = torch.cat((freqs, freqs), dim=-1)
+    return (emb.cos() * scaling).to(dtype), (emb.sin() * scaling).to(dtype)
+
+
+def _rotate_half(x: torch.Tensor) -> torch.Tensor:
+    half = x.shape[-1] // 2
+    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
+
+
+def apply_rope(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
+    """x (T, heads, D) rotated by per-row cos/sin (T, D), transformers' formula and order."""
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    return (x * cos) + (_rotate_half(x) * sin)
+
+
+class Qwen3Model:
+    """A Qwen3Checkpoint bound to an op set; `forward` runs one packed batch."""
+
+    def __init__(self, checkpoint, ops, *, max_positions: int) -> None:
+        config = checkpoint.config
+        self.ckpt, self.ops = checkpoint, ops
+        self.heads, self.kv_heads = config.num_attention_heads, config.num_key_value_heads
+        self.head_dim, self.eps = config.head_dim, float(config.rms_norm_eps)
+        self.scale = self.head_dim ** -0.5
+        self.vocab = config.vocab_size
+        if getattr(config, "tie_word_embeddings", False):
+            raise ValueError("config.tie_word_embeddings: tied embeddings are not supported "
+                             "(Qwen3-8B keeps a separate BF16 lm_head)")
+        self.cos, self.sin = rope_table(config, max_positions, checkpoint.device,
+                                        checkpoint.embed_tokens.dtype)
+
+    def _attention_block(self, layer, x, batch: PackedBatch, kv, cos, sin) -> torch.Tensor:
+        ops, t = self.ops, x.shape[0]
+        h = ops.rms_norm(x, layer.input_layernorm, self.eps)
+        q = ops.fp8_linear(h, layer.q_proj).view(t, self.heads, self.head_dim)
+        k = ops.fp8_linear(h, layer.k_proj).view(t, self.kv_heads, self.head_dim)
+        v = ops.fp8_linear(h, layer.v_proj).view(t, self.kv_heads, self.head_dim)
+        q = ops.rms_norm(q, layer.q_norm, self.eps)
+        k = ops.rms_norm(k, layer.k_norm, self.eps)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        k_cache, v_cache = kv
+        ops.write_kv(k, v, k_cache, v_cache, batch.slot_mapping)
+        out = ops.attention(q, k_cache, v_cache, batch.block_tables, batch.context_lens,
+                            batch.query_starts, self.scale)
+        return ops.fp8_linear(out.reshape(t, self.heads * self.head_dim), layer.o_proj)
+
+    def _mlp_block(self, layer, x) -> torch.Tensor:
+        ops = self.ops
+        h = ops.rms_norm(x, layer.post_attention_layernorm, self.eps)
+        gate = ops.fp8_linear(h, layer.gate_proj)
+        up = ops.fp8_linear(h, layer.up_proj)
+        return ops.fp8_linear(F.silu(gate) * up, layer.down_proj)
+
+    def forward(self, batch: PackedBatch, kv_caches) -> torch.Tensor:
+        """Log-probabilities (L, V) fp32 of the next token at batch.logit_rows."""
+        x = self.ckpt.embed_tokens[batch.token_ids]
+        cos, sin = self.cos[batch.positions], self.sin[batch.positions]
+        for layer, kv in zip(self.ckpt.layers, kv_caches):
+            x = x + self._attention_block(layer, x, batch, kv, cos, sin)
+            x = x + self._mlp_block(layer, x)
+        if batch.logit_rows.shape[0] == 0:     # a prefill chunk before any scored position
+            return torch.empty((0, self.vocab), dtype=torch.float32, device=x.device)
+        h = self.ops.rms_norm(x[batch.logit_rows], self.ckpt.norm, self.eps)
+        return self.ops.log_softmax(self.ops.bf16_linear(h, self.ckpt.lm_head))

@@ -86,6 +86,13 @@ def _widen_fp8(interpreter, data: np.ndarray, dtype) -> np.ndarray:
     return widened
 
 
+def _widen_bf16(data: np.ndarray, dtype) -> np.ndarray:
+    """bf16 storage (uint16 bits) as exact float32 values, subnormals included."""
+    if str(dtype) != "bf16":
+        return data
+    return (data.astype(np.uint32) << 16).view(np.float32)
+
+
 @contextmanager
 def gpu_faithful_interpreter():
     """Yields True while the three replacements (ordered dot with FP8 NaN kept, bf16
@@ -109,6 +116,9 @@ def gpu_faithful_interpreter():
                 (b.dtype.primitive_bitwidth == 8 and b.dtype.is_floating()):
             a_data = _widen_fp8(interpreter, a_data, a.dtype)
             b_data = _widen_fp8(interpreter, b_data, b.dtype)
+        # The interpreter keeps bf16 as its raw uint16 bits and its own dot multiplies
+        # those integers; bf16 is the top half of an fp32, so widen by a 16-bit shift.
+        a_data, b_data = _widen_bf16(a_data, a.dtype), _widen_bf16(b_data, b.dtype)
         product = _ordered_product(a_data, b_data, acc_dtype)
         return interpreter.TensorHandle(product + d.data, d.dtype.scalar)
 

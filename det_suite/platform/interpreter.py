@@ -29,6 +29,23 @@ def use_interpreter(announce: str | None = None) -> None:
     os.environ[INTERPRET_ENV] = "1"
     if announce:
         print(announce, file=sys.stderr)
+    problem = interpreter_numpy_problem()
+    if problem:
+        print(f"det-suite: warning: {problem}", file=sys.stderr)
+
+
+def interpreter_numpy_problem() -> str | None:
+    """Why the installed numpy breaks the installed Triton's interpreter, or None: said once
+    up front, because the interpreter's own failure names neither package."""
+    import numpy
+
+    from det_suite.platform import triton_compat
+
+    try:
+        version = triton_compat.installed_version()
+    except Exception:  # noqa: BLE001 - no Triton at all is reported where a kernel is used
+        return None
+    return triton_compat.numpy_problem(version, numpy.__version__)
 
 
 def default_to_interpreter(*, announce: str | None = None) -> bool:

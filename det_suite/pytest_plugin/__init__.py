@@ -9,6 +9,8 @@ decide lives beside it:
 `state`        `RunState`: one run's hooks and bookkeeping, xdist included
 `verdict`      the ``--det-require`` judgement (`Seen`, `Verdict`, `judge`)
 `summary`      the header and the terminal summary's text
+`families`     per-family selection: ``-m sm120`` picks what must pass on SM12x
+`comparisons`  the ``bit_exact`` fixture's counting ``torch.equal``
 =============  ==================================================================
 
 Loading
@@ -54,6 +56,13 @@ Behaviour
   its one exception, `state` how it is judged under pytest-xdist. When met, the summary
   says "det-suite: --det-require=M: met: N tests ran and passed on MACHINE".
   ``--collect-only`` runs nothing, so the requirement is not checked.
+* Per-family selection (`families`): ``-m sm120`` / ``-m sm90`` select every test that must
+  pass on that family; tests about a family that need no GPU, and family-agnostic GPU or
+  model tests, get selection-only arch marks (``sm120(hardware=False)``), which never skip
+  and which ``--det-require`` does not count.
+* The ``bit_exact`` fixture compares tensors with ``torch.equal`` and counts; the summary
+  says "det-suite: N bit-exact comparisons (torch.equal) in T tests", summed over xdist
+  workers.
 * Exit code 5 (no tests collected) is left as pytest reports it, with or without
   ``--det-require``: an empty run stays a failure by code 5.
 """
@@ -67,7 +76,7 @@ import pytest
 
 from det_suite.platform import hardware
 from det_suite.platform.interpreter import default_to_interpreter, interpreter_active
-from det_suite.pytest_plugin import markers, settings, summary
+from det_suite.pytest_plugin import comparisons, markers, settings, summary
 from det_suite.pytest_plugin.state import RunState
 
 ENTRY_POINT_NAME = "det_suite"
@@ -87,6 +96,17 @@ def pytest_plugin_registered(plugin, plugin_name, manager) -> None:
     if plugin is sys.modules[__name__] and plugin_name != ENTRY_POINT_NAME:
         # Registered by -p under the module name: stop autoload registering it again.
         manager.set_blocked(ENTRY_POINT_NAME)
+
+
+# ------------------------------------------------------------------ fixtures
+
+@pytest.fixture
+def bit_exact(request):
+    """``bit_exact(test, reference) -> bool``: ``torch.equal``, counted for the summary."""
+    comparer = comparisons.BitExact()
+    yield comparer
+    if comparer.count:
+        request.node.user_properties.append((comparisons.PROPERTY, comparer.count))
 
 
 # ------------------------------------------------------------------ options and configure

@@ -9,6 +9,12 @@ In diagnosis mode (``--det-arch-as=FAMILY`` or DET_SUITE_ARCH) FAMILY's arch-mar
 run on whatever GPU is present, tests marked for another family skip (they would test
 FAMILY's table, not theirs), and every GPU test that runs under a table foreign to the GPU
 gets the user property `DIAGNOSTIC_PROPERTY`.
+
+An arch marker written ``@pytest.mark.sm120(hardware=False)`` selects without requiring:
+``-m sm120`` picks the test (it belongs to what must pass for SM12x: a CPU lint of the
+sm_120 target, a family-agnostic GPU test), but it needs no SM12x hardware, so it runs
+wherever its other markers allow and ``--det-require=sm120`` does not count it
+(`needs`). `det_suite.pytest_plugin.families` adds such marks at collection.
 """
 
 from __future__ import annotations
@@ -43,6 +49,32 @@ ARCH_MARKERS = ("sm90", "sm120")
 # is skipped), or the forced tile family of a GPU test run under a foreign table.
 NOT_RUN_PROPERTY = "det_suite_not_run"
 DIAGNOSTIC_PROPERTY = "diagnostic_arch_as"
+
+
+# The one keyword an arch marker takes: hardware=False makes it select without requiring.
+HARDWARE_KEYWORD = "hardware"
+
+
+def _mark_needs_hardware(item, mark) -> bool:
+    """Whether one `mark` makes its marker a requirement; bad arguments are a usage error
+    naming the test, the marker and what is expected."""
+    extra = sorted(set(mark.kwargs) - {HARDWARE_KEYWORD})
+    flag = mark.kwargs.get(HARDWARE_KEYWORD, True)
+    if mark.name not in ARCH_MARKERS and HARDWARE_KEYWORD in mark.kwargs:
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.{mark.name}({HARDWARE_KEYWORD}=...): only the arch "
+            f"markers ({', '.join(ARCH_MARKERS)}) take {HARDWARE_KEYWORD}=")
+    if mark.name in ARCH_MARKERS and (mark.args or extra or not isinstance(flag, bool)):
+        raise pytest.UsageError(
+            f"{item.nodeid}: @pytest.mark.{mark.name} takes only {HARDWARE_KEYWORD}=True or "
+            f"{HARDWARE_KEYWORD}=False; got args={mark.args!r}, kwargs={mark.kwargs!r}")
+    return flag
+
+
+def needs(item, marker: str) -> bool:
+    """Whether `item` needs what `marker` stands for on this machine: it carries the marker,
+    and (for an arch marker) at least one of its marks is not ``hardware=False``."""
+    return any([_mark_needs_hardware(item, mark) for mark in item.iter_markers(marker)])
 
 
 def register(config) -> None:
@@ -125,14 +157,14 @@ def requirement(marker: str, snap: hardware.Snapshot, settings: Settings) -> str
 def unmet_requirements(item, snap: hardware.Snapshot, settings: Settings) -> list[str]:
     """'marker: reason' for every det-suite marker on `item` this machine can't honour."""
     return [f"{marker}: {reason}" for marker in MARKERS
-            if item.get_closest_marker(marker) is not None
+            if needs(item, marker)
             and (reason := requirement(marker, snap, settings)) is not None]
 
 
 def runs_under_foreign_table(item, snap: hardware.Snapshot, settings: Settings) -> bool:
     if settings.arch_as is None or snap.family == settings.arch_as:
         return False
-    return any(item.get_closest_marker(marker) is not None for marker in GPU_MARKERS)
+    return any(needs(item, marker) for marker in GPU_MARKERS)
 
 
 def mark(item, snap: hardware.Snapshot, settings: Settings) -> None:

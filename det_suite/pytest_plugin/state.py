@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import pytest
 
 from det_suite.platform import family as arch, hardware
-from det_suite.pytest_plugin import markers, summary
+from det_suite.pytest_plugin import comparisons, families, markers, summary
 from det_suite.pytest_plugin.settings import Settings
 from det_suite.pytest_plugin.verdict import (DESELECTED, EXCLUDED_BY_M, Seen, Verdict,
                                              excluded_by_mark_expression, judge)
@@ -27,7 +27,9 @@ from det_suite.pytest_plugin.verdict import (DESELECTED, EXCLUDED_BY_M, Seen, Ve
 REQUIRED_WORKEROUTPUT = "det_suite_required"
 
 
-@dataclass
+# eq=False: pluggy hashes registered plugins (a conftest in a sub-folder makes it build
+# per-path hook subsets), and a dataclass with __eq__ is unhashable.
+@dataclass(eq=False)
 class RunState:
     """Hooks that need the run's settings and what it has seen (one per pytest config)."""
 
@@ -38,6 +40,9 @@ class RunState:
     required: dict[str, tuple[str, ...]] = field(default_factory=dict)  # nodeid -> markers
     deselected: dict[str, str] = field(default_factory=dict)  # nodeid -> EXCLUDED_BY_M | ...
     seen: dict[str, Seen] = field(default_factory=dict)  # nodeid -> what its reports said
+    # bit_exact fixture: comparisons summed over every test (and xdist worker), and tests
+    bit_exact: int = 0
+    bit_exact_tests: int = 0
     _saved_arch_env: tuple[bool, str | None] | None = None
     _verdict: Verdict | None = None
     _exit_set_by_require: bool = False
@@ -67,6 +72,7 @@ class RunState:
         # (those reach pytest_deselected).
         snap = hardware.current()
         for item in items:
+            families.add_family_selection(item)
             markers.mark(item, snap, self.settings)
             if carried := self._required_markers(item):
                 self.required[item.nodeid] = carried
@@ -75,7 +81,7 @@ class RunState:
 
     def _required_markers(self, item) -> tuple[str, ...]:
         return tuple(marker for marker in self.settings.require
-                     if item.get_closest_marker(marker) is not None)
+                     if markers.needs(item, marker))
 
     def pytest_deselected(self, items) -> None:
         markexpr = self.settings.markexpr
@@ -111,6 +117,9 @@ class RunState:
                        if name == markers.NOT_RUN_PROPERTY]
             if reasons:
                 self.not_run[report.nodeid] = reasons
+        if compared := comparisons.recorded(report):
+            self.bit_exact += compared
+            self.bit_exact_tests += 1
         if (outcome := markers.diagnostic_outcome(report)) is not None:
             self.diagnostic.append((report.nodeid, outcome))
         if self.settings.require:
@@ -144,6 +153,8 @@ class RunState:
     def pytest_terminal_summary(self, terminalreporter, exitstatus) -> None:
         if self.not_run:
             summary.write_not_run(terminalreporter, self.not_run)
+        if self.bit_exact_tests:
+            summary.write_bit_exact(terminalreporter, self.bit_exact, self.bit_exact_tests)
         if self.settings.require:
             if self._judges(terminalreporter.config):
                 summary.write_required(terminalreporter, self.settings, self.verdict(),

@@ -72,6 +72,11 @@ def write_not_run(reporter, not_run: dict[str, list[str]]) -> None:
         reporter.write_line(f"  {marker:<{width}}  {count:>4}  {why}")
 
 
+def write_bit_exact(reporter, comparisons: int, tests: int) -> None:
+    reporter.write_line(f"det-suite: {comparisons} bit-exact comparisons (torch.equal) in "
+                        f"{count_tests(tests)}")
+
+
 def _reason_heading(reason: str, settings: Settings, machine: str) -> str:
     if reason == DESELECTED:
         return "deselected by -k, --deselect or a plugin"

@@ -163,7 +163,7 @@ def render_markdown(h: dict, folder: str) -> str:
         f"{p['geomean']}, M <= 16 worst {p['worst_floor']}x the floor ({p['worst_floor_cell']}).",
         f"- GPU pytest with `--det-require=gpu,sm90`, nothing deselected: {t['passed']} "
         f"passed, {t['failures']} failed, {t['errors']} errors, {t['skipped']} not run "
-        "(perf opt-in, SM12x-only).",
+        "(skipped by marker: perf or slow opt-in, another GPU family).",
         f"- Instruction lint: {h['lint']['variants']} launch variants cross-compiled, "
         f"{h['lint']['violations']} violations (one MMA family per entry; PDL waits first).",
         f"- GPU-only mutants (`tools/mutations.toml`, `needs_gpu`): {h['gpu_mutants']['killed']} "

@@ -59,6 +59,9 @@ def precompile_launches(launches: Sequence[Launch], *, workers: int | None = Non
     first launch as usual."""
     if not launches:
         return True
+    from det_suite.platform.triton_compat import require_supported
+
+    require_supported()
     try:
         from triton import AsyncCompileMode
     except ImportError:

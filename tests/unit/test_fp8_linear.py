@@ -1,18 +1,22 @@
 """fp8_linear: accuracy against a float32 reference, and bit-exact batch invariance.
 
-CPU runs use the Triton interpreter on small shapes; `gpu` tests use real Qwen3 shapes.
+CPU runs use the Triton interpreter on small shapes; the GPU cases use real Qwen3 shapes,
+one test id per (family, shape, stages, M, dtype, bias, layout) case.
 """
 
+import functools
 from dataclasses import replace
 
 import pytest
 import torch
 
-from det_suite.invariance.cases import stress_operands
+from det_suite.invariance.cases import DTYPES as DTYPES_BY_NAME
+from det_suite.invariance.cases import SHAPE_PRESETS, apply_layout, stress_operands
 from det_suite.invariance.providers import control_provider
 from det_suite.ops import fp8_linear, fp8_scaled_mm, quantize_fp8
 from det_suite.policy import shipped_policy
 from det_suite.models.synthetic_linear import make_activations, make_fp8_linear
+from det_suite.pytest_plugin.families import family_cases
 
 DTYPES = [pytest.param(torch.bfloat16, id="bf16"), pytest.param(torch.float16, id="fp16")]
 # The reference multiplies the very FP8 operands the kernel sees, so only two errors remain:
@@ -26,13 +30,10 @@ NORM_REL_TOL = 1e-2
 MAX_ABS_REL_TOL = 5e-2
 CPU_SHAPES = [pytest.param(96, 80, id="n96-k80-tail"), pytest.param(64, 256, id="n64-k256"),
               pytest.param(80, 200, id="n80-k200-tail")]
-GPU_SHAPES = {
-    "qwen3-8b-qkv": (6144, 4096), "qwen3-8b-o": (4096, 4096),
-    "qwen3-8b-gate_up": (24576, 4096), "qwen3-8b-down": (4096, 12288),
-    "qwen3-14b-qkv": (7168, 5120), "qwen3-14b-o": (5120, 5120),
-    "qwen3-14b-gate_up": (34816, 5120), "qwen3-14b-down": (5120, 17408),
-}
+# Real projection shapes from the catalog (Qwen3-8B/14B) and a K=80 tail.
+GPU_SHAPES = SHAPE_PRESETS["gpu"]
 GPU_SUFFIX_M = (1, 2, 7, 15, 16, 17, 31, 32, 33, 63, 64, 65, 127, 128, 129, 1000)
+GPU_STAGES = (2, 3)
 GPU_FULL_M = 4097
 CPU_SUFFIX_M = (1, 2, 15, 16, 17, 31, 32, 33, 127, 128, 129)
 CPU_FULL_M = 160
@@ -115,32 +116,33 @@ def control_linear(device):
     return control_provider(device)
 
 
-def _suffix_mismatches(n, k, full_m, ms, dtype, device, linear, seed=0):
+def _suffix_mismatches(n, k, full_m, ms, dtype, device, linear, seed=0, equal=torch.equal):
     """Rows of an m-row call vs the same rows at the end of a full_m-row call, on inputs
     that expose any change of reduction schedule (cancelling pairs)."""
     problem, x = stress_operands(n, k, full_m, device=device, dtype=dtype, bias=True,
                                  seed=seed)
     args = problem.args()
     full = linear(x, *args)
-    mismatched = [m for m in ms if not torch.equal(linear(x[-m:], *args), full[-m:])]
+    mismatched = [m for m in ms if not equal(linear(x[-m:], *args), full[-m:])]
     return mismatched, len(ms)
 
 
 @pytest.mark.parametrize("stages", [2, 3], ids=["2-stage", "3-stage"])
 @pytest.mark.parametrize("n,k", CPU_SHAPES)
-def test_cached_suffix_rows_bit_exact_across_m_boundaries(n, k, stages, device):
+def test_cached_suffix_rows_bit_exact_across_m_boundaries(n, k, stages, device, bit_exact):
     mismatched, count = _suffix_mismatches(n, k, CPU_FULL_M, CPU_SUFFIX_M, "bf16", device,
-                                           det_suite_linear(num_stages=stages))
+                                           det_suite_linear(num_stages=stages),
+                                           equal=bit_exact)
     print(f"{count} suffix comparisons, {len(mismatched)} mismatching")
     assert mismatched == []
 
 
 @pytest.mark.parametrize("n,k", CPU_SHAPES)
-def test_cached_suffix_comparison_flags_an_m_dependent_schedule(n, k, device):
+def test_cached_suffix_comparison_flags_an_m_dependent_schedule(n, k, device, bit_exact):
     """Counterpart of the test above, through the same comparison: the control's schedule
     changes at M = 32, so suffixes of up to 32 rows must differ from the full call."""
     mismatched, count = _suffix_mismatches(n, k, CPU_FULL_M, CPU_SUFFIX_M, "bf16", device,
-                                           control_linear(device))
+                                           control_linear(device), equal=bit_exact)
     print(f"{count} suffix comparisons, {len(mismatched)} mismatching: {mismatched}")
     assert {m for m in CPU_SUFFIX_M if m <= 32} <= set(mismatched)
 
@@ -229,34 +231,120 @@ def test_out_of_range_activations_saturate(value, expected, device):
     assert q[0, 0].float().item() == expected
 
 
-@pytest.mark.gpu
-@pytest.mark.parametrize("stages", [2, 3], ids=["2-stage", "3-stage"])
-@pytest.mark.parametrize("shape", list(GPU_SHAPES), ids=list(GPU_SHAPES))
-def test_gpu_suffix_rows_bit_exact_inside_4097_row_call(shape, stages):
-    n, k = GPU_SHAPES[shape]
-    mismatched, count = _suffix_mismatches(n, k, GPU_FULL_M, GPU_SUFFIX_M, "bf16", "cuda",
-                                           det_suite_linear(num_stages=stages))
-    print(f"{shape} {stages}-stage: {count} suffix comparisons, {len(mismatched)} mismatching")
-    assert mismatched == []
+# ------------------------------------------------------------------ GPU, one id per case
+# Each (family, shape, stages, M, dtype, bias, layout) case is its own test: a failure names
+# the case, and `pytest -m sm120` on an SM12x runner runs the sm120 cases (family_cases
+# marks each family's cases gpu + its arch marker; elsewhere they skip with the reason).
+# Each case runs the family's table explicitly, so under --det-arch-as it tests that table.
+
+
+def _gpu_linear(family, stages=None):
+    return det_suite_linear(num_stages=stages, policy=shipped_policy(family))
+
+
+@functools.lru_cache(maxsize=1)
+def _full_call(family, shape, stages):
+    """The 4097-row call the suffix cases of one (family, shape, stages) slice; the cases
+    run consecutively, so one is kept."""
+    problem, x = stress_operands(shape.n, shape.k, GPU_FULL_M, device="cuda", dtype="bf16",
+                                 bias=True)
+    return problem, x, _gpu_linear(family, stages)(x, *problem.args())
+
+
+SUFFIX_CASES = family_cases((f"{shape.name}-s{stages}-m{m}", (shape, stages, m))
+                            for shape in GPU_SHAPES for stages in GPU_STAGES
+                            for m in GPU_SUFFIX_M)
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("dtype", DTYPES)
-@pytest.mark.parametrize("shape", list(GPU_SHAPES), ids=list(GPU_SHAPES))
-def test_gpu_matches_float32_reference(shape, dtype):
-    n, k = GPU_SHAPES[shape]
-    x = make_activations(300, k, dtype=dtype, device="cuda")
-    layer = make_fp8_linear(n, k, bias_dtype=dtype, device="cuda", calibration=x)
-    y = fp8_linear(x, layer.weight, layer.weight_scale, layer.input_scale, layer.bias)
-    assert_close_to_reference(y, reference(x, layer), dtype)
+@pytest.mark.parametrize("family, shape, stages, m", SUFFIX_CASES)
+def test_gpu_cached_suffix_rows_bit_exact_inside_4097_row_call(family, shape, stages, m,
+                                                               bit_exact):
+    problem, x, full = _full_call(family, shape, stages)
+    suffix = _gpu_linear(family, stages)(x[-m:], *problem.args())
+    assert bit_exact(suffix, full[-m:])
+
+
+CONTROL_SUFFIX_M = (1, 16, 32)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family, shape", family_cases(
+    (shape.name, (shape,)) for shape in GPU_SHAPES if shape.name.endswith((".o", ".down"))))
+def test_gpu_cached_suffix_comparison_flags_an_m_dependent_schedule(family, shape, bit_exact):
+    """Counterpart of the suffix cases, through the same comparison on the GPU: the
+    control's schedule changes at M = 32, so suffixes of up to 32 rows differ."""
+    linear = control_linear("cuda")
+    problem, x = stress_operands(shape.n, shape.k, GPU_FULL_M, device="cuda", dtype="bf16",
+                                 bias=True)
+    full = linear(x, *problem.args())
+    same = [m for m in CONTROL_SUFFIX_M if bit_exact(linear(x[-m:], *problem.args()), full[-m:])]
+    assert same == []
+
+
+PIPELINE_ROWS = (1, 33, 4097)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family, shape, dtype, with_bias", family_cases(
+    (f"{shape.name}-{dtype}-{'bias' if bias else 'no-bias'}", (shape, dtype, bias))
+    for shape in GPU_SHAPES for dtype in ("bf16", "fp16") for bias in (False, True)))
+def test_gpu_two_and_three_stage_pipelines_bit_exact(family, shape, dtype, with_bias,
+                                                     bit_exact):
+    """Pipeline depth changes when loads happen, never the arithmetic (the seed's A/B)."""
+    problem, x = stress_operands(shape.n, shape.k, max(PIPELINE_ROWS), device="cuda",
+                                 dtype=dtype, bias=with_bias)
+    differing = [m for m in PIPELINE_ROWS
+                 if not bit_exact(_gpu_linear(family, 2)(x[-m:], *problem.args()),
+                                  _gpu_linear(family, 3)(x[-m:], *problem.args()))]
+    assert differing == []
+
+
+SHAPE_DTYPE_CASES = [(f"{shape.name}-{dtype}", (shape, dtype))
+                     for shape in GPU_SHAPES for dtype in ("bf16", "fp16")]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family, shape, dtype", family_cases(SHAPE_DTYPE_CASES))
+def test_gpu_matches_float32_reference(family, shape, dtype):
+    torch_dtype = DTYPES_BY_NAME[dtype]
+    x = make_activations(300, shape.k, dtype=torch_dtype, device="cuda")
+    layer = make_fp8_linear(shape.n, shape.k, bias_dtype=torch_dtype, device="cuda",
+                            calibration=x)
+    y = _gpu_linear(family)(x, layer.weight, layer.weight_scale, layer.input_scale, layer.bias)
+    assert_close_to_reference(y, reference(x, layer), torch_dtype)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family, shape, dtype", family_cases(SHAPE_DTYPE_CASES))
+def test_gpu_strided_3d_input_matches_contiguous(family, shape, dtype, bit_exact):
+    """A (1, rows, K) view whose rows are padded with NaN: reading past a row poisons it."""
+    problem, x = stress_operands(shape.n, shape.k, 300, device="cuda", dtype=dtype, bias=True)
+    strided = apply_layout(x, "strided3d")
+    assert not strided.is_contiguous()
+    y = _gpu_linear(family)(strided, *problem.args())
+    assert y.shape == (1, 300, shape.n)
+    assert bit_exact(y[0], _gpu_linear(family)(x, *problem.args()))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("family, shape", family_cases((shape.name, (shape,))
+                                                       for shape in GPU_SHAPES))
+def test_gpu_column_major_weight_matches_nk_layout(family, shape, bit_exact):
+    """SGLang passes the weight as a (K, N) column-major view: same bits as [N, K]."""
+    problem, x = stress_operands(shape.n, shape.k, 300, device="cuda", bias=True)
+    weight, *rest = problem.args()
+    linear = _gpu_linear(family)
+    assert bit_exact(linear(x, weight.t(), *rest), linear(x, weight, *rest))
 
 
 @pytest.mark.gpu
 @pytest.mark.sm90
-def test_gpu_seed_table_m_dependence_is_detected_on_sm90():
+def test_gpu_seed_table_m_dependence_is_detected_on_sm90(bit_exact):
     """Positive control on Hopper: the seed's table mixes mma.sync and wgmma there."""
     mismatched, _ = _suffix_mismatches(4096, 12288, GPU_FULL_M, (1, 16, 32), "bf16", "cuda",
-                                       det_suite_linear(policy=shipped_policy("sm120")))
+                                       det_suite_linear(policy=shipped_policy("sm120")),
+                                       equal=bit_exact)
     assert mismatched, "the seed's BLOCK_M 16/32 tiles should differ from BLOCK_M 128 on SM90"
 
 
@@ -403,7 +491,7 @@ def _stepwise_reference(family):
 @pytest.mark.graph
 @pytest.mark.parametrize("family", PDL_FAMILIES)
 @pytest.mark.parametrize("mode", ["eager", "graph"])
-def test_gpu_pdl_chain_sees_what_each_previous_kernel_wrote(family, mode):
+def test_gpu_pdl_chain_sees_what_each_previous_kernel_wrote(family, mode, bit_exact):
     expected = _stepwise_reference(family)
     chain = PdlChain(family, use_pdl=True)
     chain.run()  # compiles, allocates the split-K counters and validates the scales
@@ -421,7 +509,7 @@ def test_gpu_pdl_chain_sees_what_each_previous_kernel_wrote(family, mode):
             outs = chain.run()
         torch.cuda.synchronize()
         wrong += [f"{name} (replay {replay})" for name, out in outs.items()
-                  if not torch.equal(out, expected[name])]
+                  if not bit_exact(out, expected[name])]
     print(f"{PDL_CHAIN_REPLAYS * len(expected)} bit-exact comparisons, {len(wrong)} differ")
     assert wrong == []
 

@@ -49,13 +49,22 @@ def _dotted(node: ast.AST) -> str | None:
     return ".".join([node.id, *reversed(parts)])
 
 
+def _selection_only(node: ast.AST) -> bool:
+    """A mark called with hardware=False selects without requiring: it skips nothing."""
+    return isinstance(node, ast.Call) and any(
+        kw.arg == "hardware" and isinstance(kw.value, ast.Constant) and kw.value.value is False
+        for kw in node.keywords)
+
+
 def _marker_names(node: ast.AST | None) -> set[str]:
-    """Marker names an expression applies: pytest.mark.NAME, mark.NAME, called or not."""
+    """Marker names an expression applies: pytest.mark.NAME, mark.NAME, called or not
+    (a selection-only ``NAME(hardware=False)`` applies no requirement, so it is left out)."""
     if node is None:
         return set()
     names = set()
+    selection_only = {id(sub.func) for sub in ast.walk(node) if _selection_only(sub)}
     for sub in ast.walk(node):
-        if isinstance(sub, ast.Attribute):
+        if isinstance(sub, ast.Attribute) and id(sub) not in selection_only:
             owner = sub.value
             if (isinstance(owner, ast.Attribute) and owner.attr == "mark") or \
                     (isinstance(owner, ast.Name) and owner.id == "mark"):
@@ -186,6 +195,9 @@ def one(source: str) -> list[CudaTest]:
                  'device="cuda" at line 6', id="method-of-unmarked-class"),
     pytest.param("@pytest.mark.slow\ndef test_it():\n    torch.ones(1, device='cuda')\n",
                  'device="cuda" at line 6', id="non-gpu-marker-only"),
+    pytest.param("@pytest.mark.sm120(hardware=False)\ndef test_it():\n"
+                 "    torch.ones(1, device='cuda')\n",
+                 'device="cuda" at line 6', id="selection-only-arch-marker"),
 ])
 def test_scanner_flags_unmarked_cuda_test(source, use):
     assert [(t.nodeid.rsplit("::", 1)[1], t.use, t.marked) for t in one(source)] == \

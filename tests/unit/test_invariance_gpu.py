@@ -1,118 +1,119 @@
-"""The invariance harness on a GPU: the full matrix, CUDA Graph replay, per-family facts.
+"""CUDA Graph replay on a GPU, one test id per (family, shape, capture size, real rows)
+case, with its positive control, and the per-family fact about the seed's table.
 
-Full matrix: the eight shapes (Qwen3-8B qkv/o/gate_up/down, Qwen3-14B qkv/o/gate_up, a
-K=80 tail), BF16/FP16, with/without bias, contiguous/strided 3D, two seeds,
-calibrated/saturated activations, cached suffixes at every BLOCK_M and power of two +-1 up
-to 8192, batch composition, and 2- vs 3-stage A/B on every call. Each invariance assertion
-has a positive-control counterpart that must differ under the same comparison.
+A graph captured at B rows and replayed with m real rows (the rest padding) must give the
+m-row eager call's bits: the padded batch a CUDA Graph replays is one of the row subsets
+the invariance rule covers. The whole matrix (every shape, dtype, seed, layout, row count,
+provider) is the harness's job (`det-suite invariance --full`, run by `det-suite
+gpu-suite`); these cases name what fails.
 """
 
+import functools
+
 import pytest
+import torch
 
 from det_suite.invariance import cases as C
 from det_suite.invariance import providers as prov
 from det_suite.invariance import runner
-
-pytestmark = pytest.mark.gpu
+from det_suite.invariance.graph import WARMUP_CALLS, CompileWatch, padded_row_counts
+from det_suite.ops import fp8_linear
+from det_suite.policy import shipped_policy
+from det_suite.pytest_plugin.families import family_cases
 
 DEVICE = "cuda"
 GPU_SHAPES = C.SHAPE_PRESETS["gpu"]
-SMALL_GPU_SHAPES = C.parse_shapes(["4096,4096", "k80-tail"])
+# Decode batches and two prefill sizes; each is replayed full and with the fewest rows a
+# batch padded up to it holds (invariance.graph.padded_row_counts).
+GRAPH_SIZES = (1, 2, 4, 128, 1024)
+GRAPH_CASES = [(f"{shape.name}-B{size}-m{m}", (shape, size, m))
+               for shape in GPU_SHAPES for size, ms in padded_row_counts(GRAPH_SIZES)
+               for m in ms]
 
 
-def _native() -> str:
-    return prov.native_family(DEVICE)
+def _family_linear(family):
+    policy = shipped_policy(family)
+
+    def linear(x, weight, weight_scale, input_scale, bias):
+        return fp8_linear(x, weight, weight_scale, input_scale, bias, policy=policy)
+    return linear
 
 
-def _run(specs, cases, plan, graph_cases=()):
-    providers = prov.resolve(specs, DEVICE).providers
-    return runner.run(providers, cases, plan, DEVICE, graph_cases=graph_cases, progress=None)
+def _rows(shape, rows, stream):
+    return C.stress_operands(shape.n, shape.k, rows, device=DEVICE, bias=True, stream=stream)
 
 
-def _first(mismatches, n=5):
-    return "; ".join(f"{c.provider} {c.case} {c.kind} m={c.m} rows={c.mismatching_rows} "
-                     f"diff={c.max_abs_diff}" for c in mismatches[:n])
+class CapturedLinear:
+    """`linear` captured in a CUDA graph at `size` rows of one stress layer."""
+
+    def __init__(self, linear, shape, size):
+        self.linear, self.shape, self.size = linear, shape, size
+        self.problem, self.static_x = _rows(shape, size, f"graph{size}-warmup")
+        args = self.problem.args()
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):  # warm up off the capture stream, as torch recommends
+            for _ in range(WARMUP_CALLS):
+                linear(self.static_x, *args)
+        torch.cuda.current_stream().wait_stream(side)
+        torch.cuda.synchronize()
+        self.graph = torch.cuda.CUDAGraph()
+        with CompileWatch() as watch:
+            with torch.cuda.graph(self.graph):
+                self.static_y = linear(self.static_x, *args)
+        assert not watch.compiled, f"capture compiled {watch.compiled}: warm-up missed one"
+
+    def replay_and_eager(self, m):
+        """(first m rows of a replay with m real rows and padding, the m-row eager call)."""
+        fresh = _rows(self.shape, m, f"graph{self.size}-replay-m{m}")[1]
+        if m < self.size:
+            padding = _rows(self.shape, self.size - m, f"graph{self.size}-pad-m{m}")[1]
+            self.static_x.copy_(torch.cat((fresh, padding)))
+        else:
+            self.static_x.copy_(fresh)
+        self.graph.replay()
+        eager = self.linear(fresh, *self.problem.args())
+        torch.cuda.synchronize()
+        return self.static_y[:m], eager
 
 
-@pytest.fixture(scope="module")
-def full_run():
-    """det-suite's own family: 2- and 3-stage arms and the table as shipped."""
-    native = _native()
-    return _run([f"det_suite:{native}:s2", f"det_suite:{native}:s3", f"det_suite:{native}"],
-                C.full_matrix(GPU_SHAPES), C.full_plan(graph=False))
+@functools.lru_cache(maxsize=1)
+def _captured(family, shape, size):
+    """One capture serves the consecutive cases of a (family, shape, size)."""
+    return CapturedLinear(_family_linear(family), shape, size)
 
 
-def test_full_matrix_counts_meet_the_seeds_evidence(full_run):
-    rec = full_run.recorder
-    assert rec.count() >= 288
-    assert rec.count(kind="pipeline_ab") >= 288
-    assert rec.count(kind="suffix") >= 12
+@pytest.mark.gpu
+@pytest.mark.parametrize("family, shape, size, m", family_cases(GRAPH_CASES,
+                                                                marks=[pytest.mark.graph]))
+def test_graph_replay_matches_eager(family, shape, size, m, bit_exact):
+    replayed, eager = _captured(family, shape, size).replay_and_eager(m)
+    assert bit_exact(replayed, eager)
 
 
-def test_full_matrix_det_suite_is_bit_exact(full_run):
-    rec = full_run.recorder
-    assert not rec.errors, rec.errors[:3]
-    assert not rec.mismatches(), _first(rec.mismatches())
+CONTROL_REPLAY_M = (5, 17, 31)
 
 
-def test_positive_control_is_flagged_on_the_gpu():
-    result = _run(["control"], C.quick_matrix(SMALL_GPU_SHAPES), C.full_plan(m_full=4097,
-                                                                            graph=False))
-    kinds = {c.kind for c in result.recorder.mismatches()}
-    assert {"suffix", "composition"} <= kinds
+@pytest.mark.gpu
+@pytest.mark.parametrize("family", family_cases([("qwen3-8b.o-B128", ())],
+                                                marks=[pytest.mark.graph]))
+def test_graph_replay_comparison_flags_the_positive_control(family, bit_exact):
+    """Counterpart of the replay cases: the control picks its schedule by M, so a replay
+    captured at 128 rows (BLOCK_K 64) differs from eager calls of up to 32 rows."""
+    shape = next(s for s in GPU_SHAPES if s.name == "qwen3-8b.o")
+    captured = CapturedLinear(prov.control_provider(DEVICE), shape, 128)
+    same = [m for m in CONTROL_REPLAY_M if bit_exact(*captured.replay_and_eager(m))]
+    assert same != list(CONTROL_REPLAY_M), "the control's M-dependence went unseen"
 
 
-@pytest.mark.graph
-def test_graph_replay_matches_eager_for_det_suite():
-    native = _native()
-    result = _run([f"det_suite:{native}:s3", f"det_suite:{native}"], (),
-                  C.full_plan(graph=True), graph_cases=C.graph_matrix(GPU_SHAPES))
-    rec = result.recorder
-    assert result.graph_skipped is None
-    assert not rec.errors, rec.errors[:3]  # includes "capture compiled a kernel"
-    assert rec.count(kind="graph") >= 2 and not rec.mismatches(), _first(rec.mismatches())
-
-
-@pytest.mark.graph
-def test_graph_replay_detects_the_positive_control():
-    plan = C.Plan(m_full=128, suffix_ms=(1,), placements=(), graph_sizes=(4, 128))
-    result = _run(["control"], (), plan, graph_cases=C.graph_matrix(SMALL_GPU_SHAPES))
-    differing = {(c.m, c.ref_m) for c in result.recorder.mismatches() if c.kind == "graph"}
-    assert (5, 128) in differing  # captured at 128 (BLOCK_K 64), eager at 5 (split-K 2)
-
-
-@pytest.mark.fp8
-def test_torch_scaled_mm_is_measured_on_the_full_matrix():
-    result = _run(["torch_scaled_mm"], C.full_matrix(GPU_SHAPES), C.full_plan(graph=False))
-    assert result.recorder.count() > 0 and not result.recorder.errors, \
-        result.recorder.errors[:3]
-
-
+@pytest.mark.gpu
 @pytest.mark.sm90
 def test_seed_table_is_not_invariant_on_sm90():
-    """docs/invariance-rule.md: on SM90 BLOCK_M 16/32 compile to mma.sync k16 on FP16-converted operands
-    and 64/128 to wgmma k32, so the seed's table differs between small and large M."""
-    result = _run(["det_suite:sm120"], C.quick_matrix(C.QWEN3_8B), C.full_plan(
-        m_full=4097, graph=False))
+    """docs/invariance-rule.md: on SM90 BLOCK_M 16/32 compile to mma.sync k16 on
+    FP16-converted operands and 64/128 to wgmma k32, so the seed's table differs between
+    small and large M."""
+    providers = prov.resolve(["det_suite:sm120"], DEVICE).providers
+    result = runner.run(providers, C.quick_matrix(C.QWEN3_8B),
+                        C.full_plan(m_full=4097, graph=False), DEVICE, progress=None)
     differing = [c for c in result.recorder.mismatches() if c.kind == "suffix"]
     assert differing and min(c.m for c in differing) <= 32
-
-
-@pytest.mark.sm120
-def test_seed_table_is_invariant_on_sm12x():
-    """On SM12x every BLOCK_M of the seed's table compiles to mma.sync m16n8k32 e4m3."""
-    result = _run(["det_suite:sm120:s2", "det_suite:sm120:s3"], C.full_matrix(GPU_SHAPES),
-                  C.full_plan(graph=False))
-    rec = result.recorder
-    assert rec.count(kind="suffix") >= 12 and not rec.errors
-    assert not rec.mismatches(), _first(rec.mismatches())
-
-
-@pytest.mark.sm120
-@pytest.mark.graph
-def test_seed_table_graph_replay_matches_eager_on_sm12x():
-    result = _run(["det_suite:sm120"], (), C.full_plan(graph=True),
-                  graph_cases=C.graph_matrix(GPU_SHAPES))
-    rec = result.recorder
-    assert rec.count(kind="graph") >= 2 and not rec.errors
-    assert not rec.mismatches(), _first(rec.mismatches())

@@ -25,6 +25,7 @@ from det_suite.lint import (
     specialize,
     worker,
 )
+from det_suite.ops import bi_launch_spec
 from det_suite.platform.family import family_of_capability
 from det_suite.policy import LaunchConfig, shipped_families, shipped_policy
 
@@ -527,6 +528,11 @@ def _spec_calls():
 
 
 SPEC_CALLS = _spec_calls()
+# The batch-invariant ops' launches (ops.bi_launch_spec), one per kernel.
+OP_SPEC_CALLS = [bi_launch_spec.matmul_launch_spec(40, 192, 320, has_bias=True),
+                 bi_launch_spec.rmsnorm_launch_spec(40, 320, 1e-6),
+                 bi_launch_spec.log_softmax_launch_spec(40, 320),
+                 bi_launch_spec.attention_launch_spec(40, 2, 4, 2, 16, 16, 0.25)]
 
 
 def test_every_launched_kernel_is_a_registry_entry():
@@ -534,7 +540,7 @@ def test_every_launched_kernel_is_a_registry_entry():
     gemm = {call.kernel for call in calls[:-1]}
     assert gemm == set(registry.GEMM_KERNELS)
     assert calls[-1].kernel in registry.KERNELS and not registry.entry(calls[-1].kernel).gemm
-    assert {call.kernel for call in calls} == set(registry.KERNELS)
+    assert {call.kernel for call in calls + OP_SPEC_CALLS} == set(registry.KERNELS)
 
 
 def test_the_lint_compiles_exactly_the_registry_kernels():
@@ -566,8 +572,9 @@ def test_unknown_kernel_names_the_registry():
         registry.entry("fp8_no_such_kernel")
 
 
-@pytest.mark.parametrize("call", SPEC_CALLS,
-                         ids=[f"{i}-{call.kernel}" for i, call in enumerate(SPEC_CALLS)])
+@pytest.mark.parametrize("call", SPEC_CALLS + OP_SPEC_CALLS,
+                         ids=[f"{i}-{call.kernel}"
+                              for i, call in enumerate(SPEC_CALLS + OP_SPEC_CALLS)])
 def test_launch_spec_matches_kernel_signatures(call):
     runtime, constexprs = _params(registry.kernel(call.kernel))
     assert ([name for name, _ in call.args], {name for name, _ in call.constexprs}) == \

@@ -1,0 +1,137 @@
+"""The two op sets the engine can run the model with (see `models.qwen3` for the contract).
+
+det: every op whose reduction could depend on the number of tokens in the call runs an
+M-independent schedule: det-suite's FP8 linear, the batch-invariant BF16 GEMM for the
+lm_head, RMSNorm, log_softmax and paged attention (`ops.batch_invariant`).
+
+stock: the control arm, what an engine uses without batch invariance: static FP8
+quantization then `torch._scaled_mm` (cuBLASLt) on CUDA, torch ops for the norms and the
+lm_head, SDPA over the K/V gathered from the cache, `torch.log_softmax`. Same cache, same
+scheduler: only the kernels differ.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+
+from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
+
+MODES = ("det", "stock")
+
+
+@dataclass(frozen=True)
+class OpSet:
+    name: str
+    fp8_linear: Callable
+    bf16_linear: Callable
+    rms_norm: Callable
+    write_kv: Callable
+    attention: Callable
+    log_softmax: Callable
+
+
+def det_opset() -> OpSet:
+    from det_suite.ops import batch_invariant as bi
+    from det_suite.ops.linear import fp8_linear
+
+    def linear(x, lin):
+        return fp8_linear(x, lin.weight, lin.weight_scale, lin.input_scale, lin.bias)
+
+    return OpSet(name="det", fp8_linear=linear, bf16_linear=bi.bf16_linear,
+                 rms_norm=bi.rms_norm, write_kv=bi.write_kv, attention=bi.paged_attention,
+                 log_softmax=bi.log_softmax)
+
+
+# -- stock -------------------------------------------------------------------------------
+
+def stock_fp8_linear(x: torch.Tensor, lin) -> torch.Tensor:
+    """Quantize with the static input scale, then cuBLASLt's scaled-MM (on the CPU, where
+    torch has no FP8 GEMM, the fp32 product of the same quantized operands)."""
+    lead, k = x.shape[:-1], x.shape[-1]
+    x2 = x.reshape(-1, k)
+    q = (x2.float() / lin.input_scale).clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn)
+    if x.is_cuda:
+        out = torch._scaled_mm(q, lin.weight.t(), scale_a=lin.input_scale.reshape(()),
+                               scale_b=lin.weight_scale.reshape(()), bias=lin.bias,
+                               out_dtype=x.dtype)
+    else:
+        out = (q.float() @ lin.weight.float().t()) * (lin.input_scale * lin.weight_scale)
+        if lin.bias is not None:
+            out = out + lin.bias.float()
+        out = out.to(x.dtype)
+    return out.reshape(*lead, out.shape[-1])
+
+
+def stock_rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
+    """transformers' Qwen3RMSNorm, op for op."""
+    h = x.to(torch.float32)
+    h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + eps)
+    return weight * h.to(x.dtype)
+
+
+def stock_write_kv(k, v, k_cache, v_cache, slot_mapping) -> None:
+    k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slot_mapping, k.to(k_cache.dtype))
+    v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slot_mapping, v.to(v_cache.dtype))
+
+
+def _gather(cache: torch.Tensor, block_tables: torch.Tensor) -> torch.Tensor:
+    """(R, W * page_size, Hkv, D): each request's pages, in order."""
+    pages = cache[block_tables.long()]
+    return pages.reshape(pages.shape[0], -1, *cache.shape[2:])
+
+
+def _sdpa(q, k, v, mask, scale):
+    """q (B, Hq, L, D), k/v (B, Hkv, S, D), boolean mask broadcastable to (B, Hq, L, S)."""
+    groups = q.shape[1] // k.shape[1]
+    k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
+    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+
+
+def stock_attention(q, k_cache, v_cache, block_tables, context_lens, query_starts, scale):
+    """SDPA over the K/V gathered from the cache. One query per request (decode) runs as one
+    batched call with static shapes (CUDA Graph capturable); prefill runs request by request
+    with the causal mask offset by the request's cached length."""
+    t, requests = q.shape[0], block_tables.shape[0]
+    k_all, v_all = _gather(k_cache, block_tables), _gather(v_cache, block_tables)
+    if t == requests:
+        keys = torch.arange(k_all.shape[1], device=q.device)
+        mask = (keys[None, :] <= context_lens.long()[:, None])[:, None, None, :]
+        out = _sdpa(q[:, :, None, :], k_all.transpose(1, 2),
+                    v_all.transpose(1, 2), mask, scale)
+        return out.reshape(t, q.shape[1], q.shape[2])
+    out = torch.empty_like(q)
+    starts, contexts = query_starts.tolist(), context_lens.tolist()
+    for r in range(requests):
+        lo, hi, ctx = starts[r], starts[r + 1], contexts[r]
+        if hi == lo:
+            continue
+        length = ctx + hi - lo
+        qr = q[lo:hi].transpose(0, 1)[None]                       # (1, Hq, L, D)
+        kr = k_all[r, :length].transpose(0, 1)[None]              # (1, Hkv, S, D)
+        vr = v_all[r, :length].transpose(0, 1)[None]
+        rows = torch.arange(hi - lo, device=q.device)[:, None] + ctx
+        mask = torch.arange(length, device=q.device)[None, :] <= rows
+        out[lo:hi] = _sdpa(qr, kr, vr, mask, scale)[0].transpose(0, 1)
+    return out
+
+
+def stock_log_softmax(logits: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(logits.float(), dim=-1)
+
+
+def stock_opset() -> OpSet:
+    return OpSet(name="stock", fp8_linear=stock_fp8_linear, bf16_linear=F.linear,
+                 rms_norm=stock_rms_norm, write_kv=stock_write_kv, attention=stock_attention,
+                 log_softmax=stock_log_softmax)
+
+
+def opset_for(mode: str) -> OpSet:
+    if mode == "det":
+        return det_opset()
+    if mode == "stock":
+        return stock_opset()
+    raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")

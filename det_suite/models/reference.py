@@ -1,0 +1,73 @@
+"""The "is the fast path right" reference: transformers' own Qwen3ForCausalLM, in fp32, with
+each FP8 weight dequantized (weight.float() * weight_scale) and no activation quantization.
+
+det mode must agree with it within a stated tolerance; it is not expected to be bit-equal
+(the fast path quantizes activations and runs BF16). The same model, run on a short prompt,
+calibrates the static input scales of synthetic checkpoints (`models.synthetic`).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from det_suite.models.checkpoint import LINEARS, Qwen3Checkpoint, layer_prefix
+
+
+def dequantized_state_dict(ckpt: Qwen3Checkpoint, dtype=torch.float32) -> dict:
+    """transformers' parameter names -> tensors in `dtype`, FP8 weights dequantized."""
+    out = {}
+    for name, tensor in ckpt.state_dict().items():
+        # Scales are folded in below; FP8 weights are dequantized there (converting them
+        # here first would hold a second full-size fp32 copy of every linear).
+        if name.endswith((".weight_scale", ".input_scale", ".k_scale", ".v_scale")) \
+                or tensor.dtype == torch.float8_e4m3fn:
+            continue
+        out[name] = tensor.to(dtype)
+    for i, layer in enumerate(ckpt.layers):
+        for field_name, path in LINEARS:
+            linear = getattr(layer, field_name)
+            # Dequantize in fp32 whatever `dtype` is: the product is the weight's true value.
+            out[f"{layer_prefix(i)}{path}.weight"] = \
+                (linear.weight.float() * linear.weight_scale.float()).to(dtype)
+    return out
+
+
+def reference_model(ckpt: Qwen3Checkpoint, *, dtype=torch.float32):
+    """transformers' Qwen3ForCausalLM holding `ckpt`'s weights (dequantized) on its device.
+
+    Built on the meta device and filled by assignment, so an 8B-shaped model never runs
+    transformers' random initialisation, and its only copy of each weight is the one given.
+    """
+    from transformers import Qwen3ForCausalLM
+
+    config = ckpt.config.__class__.from_dict(ckpt.config.to_dict())
+    config.tie_word_embeddings = False   # the checkpoint always carries its own lm_head
+    with torch.device("meta"):
+        model = Qwen3ForCausalLM(config)
+    model.load_state_dict(dequantized_state_dict(ckpt, dtype), strict=True, assign=True)
+    # Non-persistent buffers (rotary frequencies) were made on meta: rebuild them, on the
+    # CPU so that every device starts from the same frequencies.
+    with torch.device("cpu"):
+        model.model.rotary_emb = type(model.model.rotary_emb)(config).to(ckpt.device)
+    return model.eval()
+
+
+def reference_logprobs(ckpt: Qwen3Checkpoint, token_ids, *, model=None) -> torch.Tensor:
+    """fp32 (len(token_ids) - 1,) on the CPU: entry t is log p(token t+1 | tokens[:t+1]).
+
+    `model` reuses a `reference_model(ckpt)` across calls (building one dequantizes every
+    weight, 32 GB in fp32 for the 8B shapes).
+    """
+    ids = list(token_ids)
+    vocab = ckpt.config.vocab_size
+    if len(ids) < 2 or not all(isinstance(t, int) and 0 <= t < vocab for t in ids):
+        raise ValueError(f"token_ids: expected at least 2 ints in [0, {vocab}), got "
+                         f"{ids[:8]}{'...' if len(ids) > 8 else ''} ({len(ids)} tokens)")
+    model = model if model is not None else reference_model(ckpt)
+    device = next(model.parameters()).device
+    with torch.inference_mode():
+        tokens = torch.tensor([ids], dtype=torch.long, device=device)
+        logits = model(input_ids=tokens, use_cache=False).logits[0, :-1].float()
+        logprobs = torch.log_softmax(logits, dim=-1)
+        picked = logprobs.gather(1, tokens[0, 1:, None])[:, 0]
+    return picked.cpu()

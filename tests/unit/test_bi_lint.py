@@ -1,0 +1,108 @@
+"""The batch-invariant ops in the instruction lint: the lint binds the same launch
+descriptions the ops launch (`ops.bi_launch_spec`), and its rule flags an op kernel whose
+launches mix MMA instructions or use another operand format."""
+
+import pytest
+import torch
+
+from det_suite.kernels import registry
+from det_suite.lint import op_kernels, specialize
+from det_suite.lint.jobs import CompileJob
+from det_suite.lint.ptx_instructions import MmaInstruction
+from det_suite.lint.worker import CompileOutcome
+from det_suite.ops.batch_invariant import bf16_linear, log_softmax, paged_attention, rms_norm
+from tests.unit.test_policy_lint import _recorded_job, _Recorder
+
+
+def _record(op) -> list:
+    recorder = _Recorder()
+    op(recorder)
+    return recorder.calls
+
+
+def _attention(launcher, tokens, requests, page):
+    q = torch.empty(tokens, op_kernels.Q_HEADS, op_kernels.HEAD_DIM, dtype=torch.bfloat16)
+    cache = torch.empty(op_kernels.CACHE_BLOCKS, page, op_kernels.KV_HEADS,
+                        op_kernels.HEAD_DIM, dtype=torch.bfloat16)
+    starts = torch.linspace(0, tokens, requests + 1).to(torch.int32)
+    paged_attention(q, cache, cache,
+                    torch.zeros(requests, op_kernels.MAX_BLOCKS, dtype=torch.int32),
+                    torch.zeros(requests, dtype=torch.int32), starts,
+                    op_kernels.HEAD_DIM ** -0.5, launcher=launcher)
+
+
+H, V = op_kernels.HIDDEN, op_kernels.VOCAB
+OPS = {
+    "bi_matmul_kernel": lambda m: lambda launcher: bf16_linear(
+        torch.empty(m, H, dtype=torch.bfloat16), torch.empty(V, H, dtype=torch.bfloat16),
+        launcher=launcher),
+    "bi_rmsnorm_kernel": lambda m: lambda launcher: rms_norm(
+        torch.empty(m, H, dtype=torch.bfloat16), torch.empty(H, dtype=torch.bfloat16), 1e-6,
+        launcher=launcher),
+    "bi_log_softmax_kernel": lambda m: lambda launcher: log_softmax(
+        torch.empty(m, V, dtype=torch.bfloat16), launcher=launcher),
+}
+CASES = [(name, (m,)) for name in OPS for m in op_kernels.ROW_COUNTS] + [
+    ("bi_paged_attention_kernel", call) for call in op_kernels.ATTENTION_CALLS]
+
+
+@pytest.mark.parametrize("name, shape", CASES, ids=[f"{n}-{s}" for n, s in CASES])
+def test_lint_launch_mirrors_the_op(name, shape):
+    if name == "bi_paged_attention_kernel":
+        calls = _record(lambda launcher: _attention(launcher, *shape))
+        label = "T={} R={} page={}".format(*shape)
+    else:
+        calls = _record(OPS[name](*shape))
+        label = f"M={shape[0]}"
+    (recorded,) = calls
+    assert recorded[0] is registry.kernel(name)
+    launches = dict(op_kernels.op_kernel_launches(name))
+    assert _recorded_job(recorded) == specialize(launches[label], registry.entry(name).module,
+                                                 name, 90)
+
+
+def _outcomes(kernel, summaries):
+    """Fake compile outcomes: launch i holds the instruction summaries[i]."""
+    out = {}
+    for (_label, job), inst in zip(op_kernels.op_kernel_jobs(kernel, 90), summaries):
+        out[job.key] = CompileOutcome(ok=True, instructions=[inst])
+    return out
+
+
+def _mma(family, k_step, operand):
+    return MmaInstruction(family=family, opcode=f"{family}.m64n64k{k_step}.f32.{operand}",
+                          m=64, n=64, k_step=k_step, a_type=operand, b_type=operand,
+                          acc_type="f32")
+
+
+@pytest.mark.parametrize("kernel_name", [k.name for k in op_kernels.MMA_OP_KERNELS])
+def test_one_instruction_across_launches_passes(kernel_name):
+    kernel = registry.entry(kernel_name)
+    n = len(op_kernels.op_kernel_launches(kernel_name))
+    result, violations = op_kernels.lint_op_kernel(
+        kernel, 90, _outcomes(kernel, [_mma("wgmma", 16, "bf16")] * n))
+    assert (result.status, violations) == ("ok", [])
+
+
+@pytest.mark.parametrize("kernel_name", [k.name for k in op_kernels.MMA_OP_KERNELS])
+@pytest.mark.parametrize("odd, match", [
+    (_mma("mma.sync", 16, "bf16"), "mix MMA instructions"),
+    (_mma("wgmma", 16, "f16"), "operands f16, not bf16"),
+], ids=["mixed-family", "wrong-operand"])
+def test_a_launch_with_another_instruction_is_a_violation(kernel_name, odd, match):
+    kernel = registry.entry(kernel_name)
+    n = len(op_kernels.op_kernel_launches(kernel_name))
+    result, violations = op_kernels.lint_op_kernel(
+        kernel, 90, _outcomes(kernel, [_mma("wgmma", 16, "bf16")] * (n - 1) + [odd]))
+    assert result.status == "violation" and match in violations[0]
+
+
+def test_compile_jobs_are_plain_data():
+    kernel = registry.entry("bi_paged_attention_kernel")
+    jobs = [job for _label, job in op_kernels.op_kernel_jobs(kernel, 90)]
+    assert all(isinstance(job, CompileJob) and job.key for job in jobs)
+    constants = [dict(job.constexprs) for job in jobs]
+    # Triton compiles one request and one-token pages as constants: separate kernels.
+    assert any(c.get("num_requests") == 1 for c in constants)
+    assert any(c.get("block_size") == 1 for c in constants)
+    assert any("num_requests" not in c and "block_size" not in c for c in constants)

@@ -31,7 +31,7 @@ matrix)
 tests)
     # --dist loadfile: a module's full-matrix fixture is computed once, on one worker.
     $PY -m det_suite gpu-suite --out "$DIR" --steps pytest --require gpu,sm90 \
-        --step-timeout pytest=420 --pytest-args "-n 4 --dist loadfile -p no:cacheprovider" \
+        --step-timeout pytest=420 --pytest-args "-n ${PYTEST_WORKERS:-4} --dist loadfile -p no:cacheprovider" \
         > "$DIR/gpu_suite.log" 2>&1 || status=$?
     # The benchmark with programmatic dependent launch switched off in the shipped table, so
     # a reviewer can see what PDL contributes.

@@ -142,7 +142,9 @@ def _with_std(shape, std: float, seed: int, name: str, device) -> torch.Tensor:
 
 def _fp8_linear(n: int, k: int, seed: int, name: str, device) -> Fp8Linear:
     w = _with_std((n, k), k ** -0.5, seed, name, device).to(torch.bfloat16).float()
-    weight_scale = w.abs().amax() / FP8_E4M3_MAX
+    # Divided on the CPU: CUDA's tensor / Python-scalar multiplies by the reciprocal, which
+    # is not the correctly rounded quotient, and the same seed must give the same bytes.
+    weight_scale = (w.abs().amax().cpu() / FP8_E4M3_MAX).to(device)
     weight = (w / weight_scale).clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn)
     # input_scale is a placeholder until calibrate() measures the activations.
     return Fp8Linear(weight=weight, weight_scale=weight_scale.reshape(()),

@@ -14,6 +14,7 @@ from det_suite.checks.cache_hit import (PRESETS, CacheHitSettings, EngineVariant
                                         run_cache_hit)
 from det_suite.checks.cache_hit_report import render_markdown, verdict_lines, write_report
 from det_suite.engine.opsets import stock_fp8_linear
+from det_suite.platform.interpreter import interpreter_active
 from rowwise_ops import rowwise_opset
 
 pytestmark = pytest.mark.model
@@ -133,12 +134,14 @@ def test_bad_settings_are_refused_by_name(overrides, match):
 
 
 def test_det_kernels_are_exact_after_a_hit_and_the_control_delta_is_reported(tiny):
-    """The real op sets on the Triton interpreter: one batched case, det and stock."""
+    """The real op sets, one batched case, det and stock: on the Triton interpreter on a CPU
+    machine, compiled on a GPU machine (the CPU is no place for kernels there)."""
+    device = "cpu" if interpreter_active() or not torch.cuda.is_available() else "cuda"
     settings = CacheHitSettings(**{**SMALL, "model": "synthetic:tiny?seed=0",
                                    "batches": (2,), "variants": (EngineVariant(),),
-                                   "max_new_tokens": 1, "device": "cpu"})
+                                   "max_new_tokens": 1, "device": device})
     result = run_cache_hit(settings, backend_factory=lambda mode, variant: EmbeddedBackend(
-        settings.model, mode=mode, checkpoint=tiny, device="cpu", page_size=4,
+        settings.model, mode=mode, checkpoint=tiny, device=device, page_size=4,
         max_seq_len=64, num_pages=128), vocab=tiny.config.vocab_size)
     for line in verdict_lines(result):
         print(line)

@@ -4,17 +4,24 @@ Answers "does the shipped FP8 kernel keep its determinism promise on this machin
 the invariance harness: cached-suffix, batch-composition and 2- vs 3-stage comparisons of
 det-suite's kernel under this machine's tile table, with the deliberately M-dependent
 positive control that must be flagged. CPU-sized on the Triton interpreter without a GPU,
-the Qwen3-8B shapes on a GPU. The model-level cache-hit proof joins it with the embedded
-engine (issues 12 and 16).
+the Qwen3-8B shapes on a GPU. Then the model-level proof: the cache-hit check on the
+embedded engine (det mode beside the stock control, every hit proven by its cached-token
+count) on the tiny synthetic model on the CPU, or the 8B-shaped one on a GPU with the
+memory for it. One verdict per layer.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
+from det_suite.checks.cache_hit import (PRESETS, CacheHitResult, CacheHitSettings,
+                                        EngineVariant, run_cache_hit)
 from det_suite.invariance.harness import InvarianceRun, InvarianceSettings, run_invariance
 
 MAIN_JOB_PROVIDERS = ("det_suite:s2", "det_suite:s3", "control")
+# The 8B-shaped synthetic model, its fp32 calibration copy and the KV pages need about
+# 48 GB at their peak; a smaller GPU runs the tiny model instead.
+EIGHT_B_MIN_BYTES = 64 * 2 ** 30
 
 
 @dataclass(frozen=True)
@@ -30,6 +37,20 @@ class MainJobResult:
     family_source: str
     dispatch: str        # which FP8 provider deterministic mode uses here, and why
     invariance: InvarianceRun
+    cache_hit: CacheHitResult | None = None
+    cache_hit_out: str | None = None
+
+    def verdict_lines(self) -> list[str]:
+        kernel = "PASS" if self.invariance.exit_code == 0 else "FAIL"
+        lines = [f"kernel (invariance, positive control flagged): {kernel}"]
+        if self.cache_hit is not None:
+            hit = self.cache_hit
+            model = hit.settings.get("model")
+            lines.append(f"model (cache-hit on {model}, det mode): "
+                         f"{'PASS' if hit.exit_code == 0 else 'FAIL'}; control "
+                         + ("reproduced the problem" if hit.control_reproduced else
+                            "did not reproduce it here"))
+        return lines
 
 
 def invariance_settings(out: str, on_gpu: bool) -> InvarianceSettings:
@@ -38,6 +59,23 @@ def invariance_settings(out: str, on_gpu: bool) -> InvarianceSettings:
                                   shapes=("qwen3-8b", "k80-tail"), dtypes=("bf16",),
                                   seeds=(0,), graph=False)
     return InvarianceSettings(out=out, providers=MAIN_JOB_PROVIDERS, mode="quick")
+
+
+def cache_hit_settings(on_gpu: bool, *, announce=print) -> CacheHitSettings:
+    """The seed's matrix on the 8B-shaped model where a GPU holds it (eager engine: the graph
+    and chunked engines are `det-suite cache-hit`'s), else the CPU-sized protocol on tiny."""
+    if on_gpu:
+        import torch
+
+        if torch.cuda.get_device_properties(0).total_memory >= EIGHT_B_MIN_BYTES:
+            return CacheHitSettings(model="synthetic:qwen3-8b?seed=0", device="cuda",
+                                    variants=(EngineVariant(),), progress=announce,
+                                    **PRESETS["full"])
+        return CacheHitSettings(model="synthetic:tiny?seed=0", device="cuda",
+                                variants=(EngineVariant(),), progress=announce,
+                                **PRESETS["full"])
+    return CacheHitSettings(model="synthetic:tiny?seed=0", device="cpu",
+                            variants=(EngineVariant(),), progress=announce, **PRESETS["small"])
 
 
 def run_main_job(settings: MainJobSettings, *, announce=print) -> MainJobResult:
@@ -60,5 +98,13 @@ def run_main_job(settings: MainJobSettings, *, announce=print) -> MainJobResult:
               "shapes; GPU-only checks (CUDA Graph replay, vendor GEMMs) are not run",
               file=sys.stderr)
     run = run_invariance(invariance_settings(settings.out, on_gpu))
-    return MainJobResult(exit_code=run.exit_code, on_gpu=on_gpu, family=family,
-                         family_source=family_source(), dispatch=dispatch, invariance=run)
+    from pathlib import Path
+
+    from det_suite.checks.cache_hit_report import write_report
+    from det_suite.reports.environment import environment
+
+    hit = run_cache_hit(cache_hit_settings(on_gpu, announce=announce))
+    hit_out = str(write_report(hit, Path(settings.out) / "cache_hit", environment()))
+    return MainJobResult(exit_code=max(run.exit_code, hit.exit_code), on_gpu=on_gpu,
+                         family=family, family_source=family_source(), dispatch=dispatch,
+                         invariance=run, cache_hit=hit, cache_hit_out=hit_out)

@@ -35,6 +35,14 @@ def run(args) -> int:
     for note in inv.notes:
         print(note)
     print("wrote " + ", ".join(inv.paths.values()) + f" ({inv.seconds:.1f} s)")
+    if result.cache_hit is not None:
+        from det_suite.checks.cache_hit_report import verdict_lines
+
+        for line in verdict_lines(result.cache_hit):
+            print(f"cache-hit: {line}")
+        print(f"wrote {result.cache_hit_out}/cache_hit.md ({result.cache_hit.seconds:.1f} s)")
+    for line in result.verdict_lines():
+        print(f"det-suite run: {line}")
     if result.exit_code == 0:
         print(f"det-suite run: PASS - reports in {args.out}/ (invariance.md for a reviewer)")
     else:

@@ -17,6 +17,12 @@ def test_run_passes_and_writes_a_reviewable_report(tmp_path, capsys):
     assert control and all(v["differing"] > 0 for v in control)
     claimed = [v for v in verdicts.values() if v["claims_invariance"]]
     assert claimed and all(v["differing"] == 0 and v["comparisons"] > 0 for v in claimed)
+    # The model layer: det mode exact after proven hits on the tiny synthetic model.
+    assert "det-suite run: model (cache-hit on synthetic:tiny?seed=0, det mode): PASS" in out
+    hit = json.loads((tmp_path / "cache_hit" / "cache_hit.json").read_text())
+    det = [c for c in hit["comparisons"] if c["mode"] == "det"]
+    assert hit["det_exact"] and det and all(c["hit_proven"] and c["exact"] for c in det)
+    assert any(c["cached_tokens"] > 0 for c in det)
 
 
 def test_git_revision_names_a_modified_tree_by_its_diff(monkeypatch):

@@ -109,6 +109,18 @@ def _cuda_use(node: ast.AST) -> str | None:
     return None
 
 
+def _falls_back_to_the_cpu(node: ast.AST) -> bool:
+    """An `a if test else b` choosing between a CUDA and a non-CUDA device string by asking
+    torch whether CUDA is available."""
+    if not isinstance(node, ast.IfExp):
+        return False
+    branches = [node.body, node.orelse]
+    asks = any(isinstance(n, ast.Call) and _dotted(n.func) == "torch.cuda.is_available"
+               for n in ast.walk(node.test))
+    return asks and any(_is_cuda_string(b) for b in branches) and \
+        any(isinstance(b, ast.Constant) and not _is_cuda_string(b) for b in branches)
+
+
 def _first_cuda_use(function: ast.AST) -> str | None:
     """The first CUDA use in a test's decorators and body, skipping GPU-marked params."""
     pending = [*getattr(function, "decorator_list", []), *function.body]
@@ -116,6 +128,11 @@ def _first_cuda_use(function: ast.AST) -> str | None:
     while pending:
         node = pending.pop()
         if _is_gpu_marked_param(node):
+            continue
+        if _falls_back_to_the_cpu(node):
+            # `"cpu" if ... not torch.cuda.is_available() else "cuda"`: the device is chosen
+            # at run time and the test runs anywhere, like one taking the `device` fixture.
+            pending.append(node.test)
             continue
         if (use := _cuda_use(node)) is not None:
             found.append((node.lineno, use))
@@ -193,6 +210,8 @@ def one(source: str) -> list[CudaTest]:
                  '"cuda" at line 4', id="parametrized-literal"),
     pytest.param("class TestIt:\n    def test_it(self):\n        torch.ones(1, device='cuda')\n",
                  'device="cuda" at line 6', id="method-of-unmarked-class"),
+    pytest.param("def test_it():\n    d = 'cuda' if torch.cuda.is_available() else 'cuda:1'\n",
+                 '"cuda:1" at line 5', id="both-branches-cuda"),
     pytest.param("@pytest.mark.slow\ndef test_it():\n    torch.ones(1, device='cuda')\n",
                  'device="cuda" at line 6', id="non-gpu-marker-only"),
     pytest.param("@pytest.mark.sm120(hardware=False)\ndef test_it():\n"
@@ -240,6 +259,8 @@ def test_scanner_leaves_a_cuda_param_to_its_gpu_mark():
     pytest.param("def helper():\n    return torch.ones(1, device='cuda')\n",
                  id="non-test-function"),
     pytest.param("def test_it():\n    assert '--det-require=cuda'\n", id="longer-string"),
+    pytest.param("def test_it():\n    d = 'cpu' if not torch.cuda.is_available() else 'cuda'\n",
+                 id="device-chosen-at-run-time"),
 ])
 def test_scanner_ignores_test_without_cuda_use(source):
     assert one(source) == []

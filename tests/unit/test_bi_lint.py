@@ -11,7 +11,7 @@ from det_suite.lint.jobs import CompileJob
 from det_suite.lint.ptx_instructions import MmaInstruction
 from det_suite.lint.worker import CompileOutcome
 from det_suite.ops.batch_invariant import bf16_linear, log_softmax, paged_attention, rms_norm
-from tests.unit.test_policy_lint import _recorded_job, _Recorder
+from test_policy_lint import _recorded_job, _Recorder  # tests/unit is on sys.path (rootdir-relative imports)
 
 
 def _record(op) -> list:

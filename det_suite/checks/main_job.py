@@ -64,18 +64,15 @@ def invariance_settings(out: str, on_gpu: bool) -> InvarianceSettings:
 def cache_hit_settings(on_gpu: bool, *, announce=print) -> CacheHitSettings:
     """The seed's matrix on the 8B-shaped model where a GPU holds it (eager engine: the graph
     and chunked engines are `det-suite cache-hit`'s), else the CPU-sized protocol on tiny."""
+    model, device, preset = "synthetic:tiny?seed=0", "cpu", "small"
     if on_gpu:
         import torch
 
+        device, preset = "cuda", "full"
         if torch.cuda.get_device_properties(0).total_memory >= EIGHT_B_MIN_BYTES:
-            return CacheHitSettings(model="synthetic:qwen3-8b?seed=0", device="cuda",
-                                    variants=(EngineVariant(),), progress=announce,
-                                    **PRESETS["full"])
-        return CacheHitSettings(model="synthetic:tiny?seed=0", device="cuda",
-                                variants=(EngineVariant(),), progress=announce,
-                                **PRESETS["full"])
-    return CacheHitSettings(model="synthetic:tiny?seed=0", device="cpu",
-                            variants=(EngineVariant(),), progress=announce, **PRESETS["small"])
+            model = "synthetic:qwen3-8b?seed=0"
+    return CacheHitSettings(model=model, device=device, variants=(EngineVariant(),),
+                            progress=announce, **PRESETS[preset])
 
 
 def run_main_job(settings: MainJobSettings, *, announce=print) -> MainJobResult:

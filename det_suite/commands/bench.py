@@ -65,6 +65,14 @@ def register(subparsers) -> None:
                       help=f"gate: fail (exit 3) if a cell with M <= {FLOOR_GATE_MAX_M} takes "
                            "more than Z times the weight-bytes floor (weight bytes / measured "
                            "copy bandwidth)")
+    gemm.add_argument("--fp64-error", action="store_true",
+                      help="per cell, also measure det-suite's and torch._scaled_mm's error "
+                           "against an fp64 product of the same quantized operands "
+                           "(positive-mean activations, so partial sums grow with K)")
+    gemm.add_argument("--max-error-ratio", type=float, metavar="R",
+                      help="gate: fail (exit 3) if a cell's fp64 error exceeds R times "
+                           "torch._scaled_mm's (cuBLAS default accumulation); implies "
+                           "--fp64-error")
     gemm.set_defaults(handler=run_gemm)
 
 
@@ -76,7 +84,9 @@ def settings_from_args(args):
         policy_file=args.policy_file, config=args.config, vendors=args.vendors,
         warmup_ms=args.warmup_ms, rep_ms=args.rep_ms, seed=args.seed,
         floor_max_m=args.floor_max_m, max_geomean=args.max_geomean, max_cell=args.max_cell,
-        max_floor_ratio=args.max_floor_ratio, gate_modes=args.gate_mode)
+        max_floor_ratio=args.max_floor_ratio, gate_modes=args.gate_mode,
+        fp64_error=args.fp64_error or args.max_error_ratio is not None,
+        max_error_ratio=args.max_error_ratio)
 
 
 def run_gemm(args) -> int:

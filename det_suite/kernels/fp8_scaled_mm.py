@@ -14,6 +14,11 @@ and the grid may follow M. Three launch shapes realise the same schedule:
   in order (FUSED_FIXUP, one launch) or `fp8_splitk_reduce_kernel` does (a second launch).
 
 All compute identical arithmetic, so the launch shape may depend on M.
+
+PROMOTE_K (a constant of the GPU family, or None): every PROMOTE_K elements of K the MMA's
+partial sum is added into the fp32 accumulator (Triton's `max_num_imprecise_acc`; it acts on
+SM90 wgmma, where the MMA alone accumulates with fewer mantissa bits than fp32). It is part
+of the reduction schedule, so it never follows M.
 """
 
 import triton
@@ -28,7 +33,7 @@ from det_suite.kernels.tile_order import grouped_tile_coordinates
 def _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, k_begin, K, K_CHUNK,
                  stride_ak, stride_bk,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 EVEN_K: tl.constexpr):
+                 EVEN_K: tl.constexpr, PROMOTE_K: tl.constexpr):
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     offs_k = tl.arange(0, BLOCK_K)
     a_ptrs = a_ptr + offs_am[:, None] + (k_begin + offs_k)[None, :] * stride_ak
@@ -44,7 +49,7 @@ def _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, k_begin, K, K_CHUNK,
             k_in_range = (k0 + offs_k) < K
             a = tl.load(a_ptrs, mask=k_in_range[None, :], other=0.0)
             b = tl.load(b_ptrs, mask=k_in_range[:, None], other=0.0)
-        acc = tl.dot(a, b, acc)
+        acc = tl.dot(a, b, acc, max_num_imprecise_acc=PROMOTE_K)
         a_ptrs += BLOCK_K * stride_ak
         b_ptrs += BLOCK_K * stride_bk
     return acc
@@ -66,6 +71,7 @@ def fp8_scaled_mm_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     USE_PDL: tl.constexpr,
+    PROMOTE_K: tl.constexpr,
 ):
     wait_for_previous_grid(USE_PDL)
     pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -78,7 +84,7 @@ def fp8_scaled_mm_kernel(
     if WRITE_PARTIALS:
         split = tl.program_id(1)
         acc = _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, split * K_CHUNK, K, K_CHUNK,
-                           stride_ak, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
+                           stride_ak, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, PROMOTE_K)
         partial_ptrs = partials_ptr + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
         tl.store(partial_ptrs + split * stride_ps, acc,
                  mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
@@ -89,7 +95,7 @@ def fp8_scaled_mm_kernel(
     else:
         if SPLIT_K == 1:
             total = _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, 0, K, K_CHUNK,
-                                 stride_ak, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
+                                 stride_ak, stride_bk, BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, PROMOTE_K)
         else:
             # Same arithmetic as the workspace path: fresh accumulator per chunk, chunks
             # added to a zero-initialised total in ascending order.
@@ -97,6 +103,6 @@ def fp8_scaled_mm_kernel(
             for split in range(SPLIT_K):
                 total += _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, split * K_CHUNK, K,
                                       K_CHUNK, stride_ak, stride_bk,
-                                      BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K)
+                                      BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, PROMOTE_K)
         store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n,
                           M, N, stride_om, stride_on, HAS_BIAS)

@@ -41,8 +41,10 @@ def fp8_scaled_mm_swap_ab_kernel(
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
     GROUP_M: tl.constexpr,
     USE_PDL: tl.constexpr,
+    PROMOTE_K: tl.constexpr,
 ):
     fp8_tma_program(a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, bias_ptr, a_scale_ptr,
                     b_scale_ptr, M, N, K, K_CHUNK, stride_ps, stride_pm, stride_pn, stride_om,
                     stride_on, HAS_BIAS, SPLIT_K, WRITE_PARTIALS, FUSED_FIXUP,
-                    BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, USE_PDL, SWAP_AB=True)
+                    BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, USE_PDL, SWAP_AB=True,
+                    PROMOTE_K=PROMOTE_K)

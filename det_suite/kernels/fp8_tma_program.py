@@ -19,7 +19,7 @@ from det_suite.kernels.tile_order import grouped_tile_coordinates
 @triton.jit
 def _sum_k_chunk(a_desc, b_desc, off_m, off_n, k_begin, K, K_CHUNK,
                  BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                 SWAP_AB: tl.constexpr):
+                 SWAP_AB: tl.constexpr, PROMOTE_K: tl.constexpr):
     k_end = tl.minimum(k_begin + K_CHUNK, K)
     if SWAP_AB:
         # The weight tile on the 64-row side, the tokens on the narrow side; transposed
@@ -28,14 +28,14 @@ def _sum_k_chunk(a_desc, b_desc, off_m, off_n, k_begin, K, K_CHUNK,
         for k0 in range(k_begin, k_end, BLOCK_K):
             weight = b_desc.load([off_n, k0])
             act = a_desc.load([off_m, k0])
-            acc_t = tl.dot(weight, act.T, acc_t)
+            acc_t = tl.dot(weight, act.T, acc_t, max_num_imprecise_acc=PROMOTE_K)
         acc = tl.trans(acc_t)
     else:
         acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         for k0 in range(k_begin, k_end, BLOCK_K):
             a = a_desc.load([off_m, k0])
             b = b_desc.load([off_n, k0])
-            acc = tl.dot(a, b.T, acc)
+            acc = tl.dot(a, b.T, acc, max_num_imprecise_acc=PROMOTE_K)
     return acc
 
 
@@ -53,6 +53,7 @@ def fp8_tma_program(
     GROUP_M: tl.constexpr,
     USE_PDL: tl.constexpr,
     SWAP_AB: tl.constexpr,
+    PROMOTE_K: tl.constexpr,
 ):
     wait_for_previous_grid(USE_PDL)
     pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -63,7 +64,7 @@ def fp8_tma_program(
     if WRITE_PARTIALS:
         split = tl.program_id(1)
         acc = _sum_k_chunk(a_desc, b_desc, off_m, off_n, split * K_CHUNK, K, K_CHUNK,
-                           BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB)
+                           BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, PROMOTE_K)
         partial_ptrs = partials_ptr + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
         tl.store(partial_ptrs + split * stride_ps, acc,
                  mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
@@ -74,11 +75,11 @@ def fp8_tma_program(
     else:
         if SPLIT_K == 1:
             total = _sum_k_chunk(a_desc, b_desc, off_m, off_n, 0, K, K_CHUNK,
-                                 BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB)
+                                 BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, PROMOTE_K)
         else:
             total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             for split in range(SPLIT_K):
                 total += _sum_k_chunk(a_desc, b_desc, off_m, off_n, split * K_CHUNK, K,
-                                      K_CHUNK, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB)
+                                      K_CHUNK, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, PROMOTE_K)
         store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n,
                           M, N, stride_om, stride_on, HAS_BIAS)

@@ -162,7 +162,7 @@ def _build_gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, has_bi
               ("WRITE_PARTIALS", workspace), ("FUSED_FIXUP", fused_fixup),
               ("BLOCK_M", config.block_m), ("BLOCK_N", config.block_n),
               ("BLOCK_K", config.block_k), ("GROUP_M", config.group_m),
-              ("USE_PDL", config.use_pdl))
+              ("USE_PDL", config.use_pdl), ("PROMOTE_K", config.promote_k))
     options = (("num_warps", config.num_warps), ("num_stages", config.num_stages),
                ("launch_pdl", config.use_pdl), *GEMM_KERNEL_OPTIONS.items())
     grid = (tiles, config.split_k if workspace else 1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 
 import torch
 
@@ -24,7 +25,25 @@ from det_suite.policy import LaunchConfig, TilePolicy, shipped_policy, validate_
 
 
 def _policy_for(device: torch.device, policy: TilePolicy | None) -> TilePolicy:
-    return policy if policy is not None else shipped_policy(device_family(device))
+    return policy if policy is not None else device_policy(device)
+
+
+def device_policy(device: torch.device) -> TilePolicy:
+    """The shipped table of `device`'s family, serving that device: shapes no entry names
+    get the family's generic rule for the device's SM count."""
+    index = device.index
+    if device.type == "cuda" and index is None:
+        index = torch.cuda.current_device()
+    return _device_policy(device.type, index)
+
+
+@lru_cache(maxsize=None)
+def _device_policy(device_type: str, index: int | None) -> TilePolicy:
+    device = torch.device(device_type, index) if index is not None else torch.device(device_type)
+    sm_count = None
+    if device.type == "cuda":
+        sm_count = torch.cuda.get_device_properties(device).multi_processor_count
+    return shipped_policy(device_family(device)).on_device(sm_count)
 
 
 def quantize_fp8(x: torch.Tensor, input_scale: torch.Tensor) -> torch.Tensor:

@@ -15,7 +15,7 @@ from importlib import resources
 
 from det_suite.platform.family import DEFAULT_FAMILY, KNOWN_FAMILIES, validate_family
 from det_suite.policy.tiles import (SUPPORTED_STAGES, SWAP_FALLBACK_BLOCK_M, LaunchConfig, MTile,
-                                    TableEntry, TilePolicy)
+                                    TableEntry, TilePolicy, promotion_k)
 
 # Families whose tables may use programmatic dependent launch / swapped operands (both need
 # SM90+ instructions; swapping exists for wgmma's 64-row minimum).
@@ -101,7 +101,17 @@ def parse_policy(raw: dict, source: str) -> TilePolicy:
     for item in raw.get("entries", []):
         n, k = item["n"], item["k"]
         entries[(n, k)] = parse_entry(item, f"{source}: entry {n}x{k}", n, k)
+    promote_k = promotion_k(family)
+    default = replace(default, promote_k=promote_k)
+    entries = {key: replace(entry, promote_k=promote_k) for key, entry in entries.items()}
     for entry in (default, *entries.values()):
+        if promote_k is not None:
+            short = sorted({b for b in (entry.block_k, *(t.block_k for t in entry.m_tiles))
+                            if b is not None and b % promote_k})
+            if short:
+                raise ValueError(f"{source}: entry {entry.key}: block_k {short} is not a "
+                                 f"multiple of {family}'s FP32 promotion interval "
+                                 f"({promote_k}): the MMA would promote at a different K")
         for tile in entry.m_tiles:
             if tile.use_pdl and family not in PDL_FAMILIES:
                 raise ValueError(f"{source}: entry {entry.key}: use_pdl needs SM90+ "

@@ -11,6 +11,18 @@ from dataclasses import dataclass, field, replace
 SUPPORTED_STAGES = (2, 3, 4, 5, 6, 7, 8)
 # wgmma's row count: what a swapped (swap_ab) tile runs with when TMA is ruled out.
 SWAP_FALLBACK_BLOCK_M = 64
+# FP32 promotion interval along K, a constant of the family (never of M or BLOCK_K): Hopper's
+# FP8 wgmma accumulates with fewer mantissa bits than fp32, so every PROMOTE_K elements of K
+# the MMA's partial sum is added into a full fp32 accumulator (what cuBLAS's default, CUTLASS
+# and DeepGEMM do). Triton promotes inside one tl.dot only when its K (BLOCK_K) is at least
+# the interval, so a family with an interval needs BLOCK_K multiples of it (checked at load).
+# SM89/SM120 mma.sync and SM100 tcgen05 take no interval here: Triton applies none there
+# (`max_num_imprecise_acc` is a wgmma-only option); their accuracy is measured, not assumed.
+FAMILY_PROMOTE_K = {"sm90": 128}
+
+
+def promotion_k(family: str) -> int | None:
+    return FAMILY_PROMOTE_K.get(family)
 
 
 @dataclass(frozen=True)
@@ -35,6 +47,8 @@ class LaunchConfig:
     # side (fp8_scaled_mm_swap_ab.py). Where the operands rule TMA out, the pointer kernel
     # runs the tile unswapped with SWAP_FALLBACK_BLOCK_M rows instead.
     swap_ab: bool = False
+    # FP32 promotion interval along K (FAMILY_PROMOTE_K); None: the MMA accumulates unpromoted.
+    promote_k: int | None = None
 
     def k_chunk(self, k: int) -> int:
         """Elements of K per split chunk: whole BLOCK_K tiles, so no tile straddles chunks."""
@@ -81,6 +95,7 @@ class TableEntry:
     split_k: int
     group_m: int
     m_tiles: tuple[MTile, ...]
+    promote_k: int | None = None  # the family's, set when a table is parsed
 
     def select(self, m: int) -> LaunchConfig:
         for tile in self.m_tiles:
@@ -92,7 +107,7 @@ class TableEntry:
                     split_k=self.split_k, group_m=self.group_m,
                     use_workspace=tile.use_workspace and self.split_k > 1,
                     use_tma=tile.use_tma, fused_fixup=tile.fused_fixup,
-                    use_pdl=tile.use_pdl, swap_ab=tile.swap_ab,
+                    use_pdl=tile.use_pdl, swap_ab=tile.swap_ab, promote_k=self.promote_k,
                 )
         raise AssertionError("validated tables end with an unbounded m_tile")
 
@@ -113,9 +128,35 @@ class TilePolicy:
     default: TableEntry
     entries: dict[tuple[int, int], TableEntry] = field(default_factory=dict)
     source: str = ""
+    # The device's SM count, when the policy serves one device: shapes no entry names then
+    # get the family's generic rule (policy.generic) instead of the default entry.
+    sm_count: int | None = None
 
     def entry(self, n: int, k: int) -> TableEntry:
-        return self.entries.get((n, k), self.default)
+        named = self.entries.get((n, k))
+        if named is not None:
+            return named
+        if self.sm_count:
+            from det_suite.policy.generic import generic_entry
+            rule = generic_entry(self.family, n, k, self.sm_count)
+            if rule is not None:
+                return rule
+        return self.default
+
+    def entry_origin(self, n: int, k: int) -> str:
+        """Where (N, K)'s tiles come from: "named", "rule" or "default"."""
+        if (n, k) in self.entries:
+            return "named"
+        if self.sm_count:
+            from det_suite.policy.generic import RULE_FAMILIES
+            if self.family in RULE_FAMILIES:
+                return "rule"
+        return "default"
+
+    def on_device(self, sm_count: int | None) -> "TilePolicy":
+        """This table serving a device with `sm_count` SMs (None: unnamed shapes take the
+        default entry)."""
+        return replace(self, sm_count=sm_count)
 
     def select(self, m: int, n: int, k: int, *, num_stages: int | None = None) -> LaunchConfig:
         """Launch config for an (m x k) @ (k x n) call. `num_stages` overrides the table's

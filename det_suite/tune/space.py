@@ -101,13 +101,14 @@ class Variant:
                      self.use_tma, self.fused_fixup, swap_ab=self.swap_ab)
 
 
-def launch_config(red: Reduction, var: Variant, group_m: int = GROUP_M) -> LaunchConfig:
+def launch_config(red: Reduction, var: Variant, group_m: int = GROUP_M, *,
+                  promote_k: int | None = None) -> LaunchConfig:
     return LaunchConfig(block_m=var.block_m, block_n=red.block_n, block_k=red.block_k,
                         num_warps=var.num_warps, num_stages=var.num_stages,
                         split_k=red.split_k, group_m=group_m,
                         use_workspace=var.use_workspace and red.split_k > 1,
                         use_tma=var.use_tma, fused_fixup=var.fused_fixup,
-                        swap_ab=var.swap_ab)
+                        swap_ab=var.swap_ab, promote_k=promote_k)
 
 
 def family_block_ms(family: str) -> tuple[int, ...]:

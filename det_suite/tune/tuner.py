@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 from det_suite.bench.gemm import GemmShape
 from det_suite.invariance.compare import forced_configs
 from det_suite.platform.family import validate_family
+from det_suite.policy.tiles import promotion_k
 from det_suite.policy import SUPPORTED_STAGES, TableEntry, entry_json, m_tile_text
 from det_suite.tune.m_classes import build_m_tiles, make_entry, rank_reductions
 from det_suite.tune.precompile import GemmLaunch, precompile_launches, stderr_log
@@ -182,7 +183,8 @@ class Tuner:
                   k: int) -> GemmLaunch:
         a, w_kn, a_scale, w_scale, out = self._gemm_operands(n, k, m)
         return GemmLaunch(a, w_kn, a_scale, w_scale, out,
-                          launch_config(red, var, self.settings.group_m))
+                          launch_config(red, var, self.settings.group_m,
+                                        promote_k=promotion_k(self.settings.family)))
 
     def _gpu_measure(self, red: Reduction, var: Variant, m: int, n: int, k: int):
         import torch

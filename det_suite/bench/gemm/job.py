@@ -40,6 +40,8 @@ class GemmBenchSettings:
     max_cell: float | None = None
     max_floor_ratio: float | None = None        # judged on M <= FLOOR_GATE_MAX_M
     gate_modes: Sequence[str] | None = None     # default: every mode run
+    fp64_error: bool = False                    # probe each cell's error against fp64
+    max_error_ratio: float | None = None        # gate: det / cuBLAS-default fp64 error
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ def bench_gemm(settings: GemmBenchSettings, *,
 
     require_gpu("bench gemm")
 
+    import torch
+
     from det_suite.platform.family import device_family
     from det_suite.policy import load_policy_file
     from det_suite.reports.environment import environment
@@ -122,7 +126,10 @@ def bench_gemm(settings: GemmBenchSettings, *,
         if plan.config_fields is not None:
             policy = config_policy(plan.config_fields, family)
         elif settings.policy_file:
-            policy = load_policy_file(settings.policy_file)
+            # A user's table serves this device: shapes it does not name take the rule.
+            policy = load_policy_file(settings.policy_file).on_device(
+                torch.cuda.get_device_properties(torch.cuda.current_device())
+                .multi_processor_count)
         else:
             policy = None
     except (OSError, ValueError, KeyError) as exc:
@@ -134,16 +141,20 @@ def bench_gemm(settings: GemmBenchSettings, *,
         run = run_gemm_bench(plan.shapes, plan.ms, plan.modes, policy=policy,
                              vendor_names=settings.vendors, warmup_ms=settings.warmup_ms,
                              rep_ms=settings.rep_ms, seed=settings.seed,
-                             floor_max_m=settings.floor_max_m, progress=progress)
+                             floor_max_m=settings.floor_max_m, progress=progress,
+                             fp64_error=settings.fp64_error or settings.max_error_ratio
+                             is not None)
     except ValueError as exc:
         raise BenchUsageError(str(exc)) from exc
     run.environment = environment()
     failures = gate_failures({m: s for m, s in run.summaries().items() if m in plan.gate_modes},
                              max_geomean=settings.max_geomean, max_cell=settings.max_cell,
-                             max_floor_ratio=settings.max_floor_ratio)
+                             max_floor_ratio=settings.max_floor_ratio,
+                             max_error_ratio=settings.max_error_ratio)
     payload = run.to_json()
     payload["gate"] = {"max_geomean": settings.max_geomean, "max_cell": settings.max_cell,
                        "max_floor_ratio": settings.max_floor_ratio,
+                       "max_error_ratio": settings.max_error_ratio,
                        "modes": list(plan.gate_modes), "floor_gate_max_m": FLOOR_GATE_MAX_M,
                        "failures": failures}
     return GemmBenchResult(run, list(plan.gate_modes), failures, payload)

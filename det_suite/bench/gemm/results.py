@@ -47,6 +47,7 @@ class CellResult:
     config: dict | None = None
     floor_us: float | None = None
     accuracy: dict | None = None
+    fp64_error: dict | None = None   # fp64_error.Fp64Error.to_json(), when probed
     errors: list[str] = field(default_factory=list)         # fail the run
     vendor_errors: dict[str, str] = field(default_factory=dict)  # recorded only
 
@@ -74,7 +75,7 @@ class CellResult:
             "weight_floor_us": self.floor_us, "floor_ratio": self.floor_ratio,
             "vendor_floor_ratio": {name: (us / self.floor_us if us and self.floor_us else None)
                                    for name, us in self.vendor_us.items()},
-            "config": self.config, "accuracy": self.accuracy,
+            "config": self.config, "accuracy": self.accuracy, "fp64_error": self.fp64_error,
             "errors": list(self.errors), "vendor_errors": dict(self.vendor_errors),
         }
 
@@ -93,6 +94,10 @@ class ModeSummary:
     worst_floor_ratio: float | None = None
     worst_floor_shape: str | None = None
     worst_floor_m: int | None = None
+    # Largest det-suite / cuBLAS-default fp64 error ratio among probed cells.
+    worst_error_ratio: float | None = None
+    worst_error_shape: str | None = None
+    worst_error_m: int | None = None
 
     def line(self) -> str:
         failed = f"; {self.failed_cells} cell(s) FAILED" if self.failed_cells else ""
@@ -102,9 +107,13 @@ class ModeSummary:
         if self.worst_floor_ratio is not None:
             floor = (f"; M <= {FLOOR_GATE_MAX_M} worst {self.worst_floor_ratio:.2f}x the "
                      f"weight-bytes floor at {self.worst_floor_shape} M={self.worst_floor_m}")
+        error = ""
+        if self.worst_error_ratio is not None:
+            error = (f"; fp64 error worst {self.worst_error_ratio:.2f}x cuBLAS default's at "
+                     f"{self.worst_error_shape} M={self.worst_error_m}")
         return (f"[{self.mode}] geometric mean det/torch {self.geomean_ratio:.3f} over "
                 f"{self.timed_cells} cells; worst {self.worst_ratio:.3f} at {self.worst_shape} "
-                f"M={self.worst_m}{floor}{failed}")
+                f"M={self.worst_m}{floor}{error}{failed}")
 
 
 def summarize(mode: str, cells: Sequence[CellResult]) -> ModeSummary:
@@ -115,12 +124,17 @@ def summarize(mode: str, cells: Sequence[CellResult]) -> ModeSummary:
     worst = max(timed, key=lambda c: c.ratio)
     floored = [c for c in timed if c.m <= FLOOR_GATE_MAX_M and c.floor_ratio is not None]
     worst_floor = max(floored, key=lambda c: c.floor_ratio) if floored else None
+    probed = [c for c in cells if c.fp64_error]
+    worst_error = max(probed, key=lambda c: c.fp64_error["ratio"]) if probed else None
     return ModeSummary(mode, len(cells), len(timed), failed,
                        geometric_mean(c.ratio for c in timed), worst.ratio, worst.shape.name,
                        worst.m,
                        worst_floor.floor_ratio if worst_floor else None,
                        worst_floor.shape.name if worst_floor else None,
-                       worst_floor.m if worst_floor else None)
+                       worst_floor.m if worst_floor else None,
+                       worst_error.fp64_error["ratio"] if worst_error else None,
+                       worst_error.shape.name if worst_error else None,
+                       worst_error.m if worst_error else None)
 
 
 @dataclass
@@ -164,10 +178,16 @@ class BenchRun:
 
 
 def gate_failures(summaries: dict[str, ModeSummary], *, max_geomean: float | None,
-                  max_cell: float | None, max_floor_ratio: float | None = None) -> list[str]:
-    """Speed gate (opt-in): which thresholds a mode's summary exceeds."""
+                  max_cell: float | None, max_floor_ratio: float | None = None,
+                  max_error_ratio: float | None = None) -> list[str]:
+    """Speed and accuracy gates (opt-in): which thresholds a mode's summary exceeds."""
     failures = []
     for mode, s in summaries.items():
+        if max_error_ratio is not None and s.worst_error_ratio is not None \
+                and s.worst_error_ratio > max_error_ratio:
+            failures.append(f"[{mode}] {s.worst_error_shape} M={s.worst_error_m}: fp64 error "
+                            f"{s.worst_error_ratio:.2f}x cuBLAS default's > "
+                            f"{max_error_ratio:g}")
         if s.geomean_ratio is None:
             continue
         if max_floor_ratio is not None and s.worst_floor_ratio is not None \

@@ -35,6 +35,7 @@ if TYPE_CHECKING:  # torch is imported inside functions: the CLI imports this pa
 
 from det_suite.bench import MODES
 from det_suite.bench.gemm.accuracy import check_accuracy
+from det_suite.bench.gemm.fp64_error import measure_fp64_error
 from det_suite.bench.gemm.operands import random_fp8, scale_tensor
 from det_suite.bench.gemm.render import config_text, fmt
 from det_suite.bench.gemm.results import (FLOOR_MAX_M, REFERENCE_VENDOR, BenchRun, CellResult,
@@ -134,15 +135,15 @@ def run_gemm_bench(shapes: Sequence[GemmShape], ms: Sequence[int],
                    vendor_names: Sequence[str] | None = None, warmup_ms: float = 25.0,
                    rep_ms: float = 100.0, seed: int = 0, floor_max_m: int = FLOOR_MAX_M,
                    bandwidth: float | None = None,
-                   progress: Callable[[str], None] = progress_to_stderr) -> BenchRun:
+                   progress: Callable[[str], None] = progress_to_stderr,
+                   fp64_error: bool = False) -> BenchRun:
     """The benchmark on the current CUDA device (raises GpuRequired without one)."""
     import torch
 
-    from det_suite.platform.family import device_family
     from det_suite.bench.timing import (copy_bandwidth, launch_floor_us, make_timer,
                                         require_gpu)
     from det_suite.ops import fp8_scaled_mm, launch_fp8_gemm
-    from det_suite.policy import shipped_policy
+    from det_suite.ops.linear import device_policy
     from det_suite.vendors import available_vendor_gemms
 
     require_gpu("bench gemm")
@@ -161,7 +162,7 @@ def run_gemm_bench(shapes: Sequence[GemmShape], ms: Sequence[int],
         vendor_names = [REFERENCE_VENDOR, *vendor_names]
     vendors = {name: available[name] for name in vendor_names}
     if policy is None:
-        policy = shipped_policy(device_family(device))
+        policy = device_policy(device)
     if bandwidth is None:
         bandwidth = copy_bandwidth()
         progress(f"copy bandwidth {bandwidth / 1e12:.2f} TB/s (read + written)")
@@ -205,7 +206,16 @@ def run_gemm_bench(shapes: Sequence[GemmShape], ms: Sequence[int],
             cells = measure_cell(shape, m, det_checked=det_checked, det_timed=det_timed,
                                  det_config=asdict(config), vendors=vendor_calls,
                                  timers=timers, floor_us=floor)
+            error = None
+            if fp64_error:
+                error = measure_fp64_error(
+                    m, n, k, generator=gen, device=device, out_dtype=out_dtype,
+                    det=lambda a, w, sa, sw: fp8_scaled_mm(a, w, sa, sw, out_dtype=out_dtype,
+                                                           weight_layout="kn", policy=policy),
+                    reference=lambda a, w, sa, sw: vendors[REFERENCE_VENDOR].fn(
+                        a, w, sa, sw, None, out_dtype)).to_json()
             for mode, cell in cells.items():
+                cell.fp64_error = error
                 run.cells[mode].append(cell)
                 status = "WRONG" if cell.errors else f"{fmt(cell.det_us)} us"
                 progress(f"[{mode}] {shape.name} {shape.dims} M={m}: det {status}, torch "

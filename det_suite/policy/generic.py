@@ -1,0 +1,94 @@
+"""Tiles for an (N, K) that no table entry names: a rule of (family, N, K, SM count).
+
+A named entry is tuned for one shape; a model nobody tuned for still needs its decode grid
+to fill the GPU and its large-M tiles to stream. The rule reproduces what tuning chose for
+the shapes it has seen (docs in the table notes) from three quantities:
+
+- decode tiles: ceil(N / 64) programs serve M <= 32 (the swapped 64-row weight tile). Fewer
+  than the SM count leave SMs idle while each program streams a long K, so K is split into
+  round(SMs / decode tiles) chunks (at least 2048 elements each, at most 8), but only once
+  K >= 8192: below that, measured split-K lost to its partial-sum traffic.
+- N >= 16384 (gate/up projections): wide 128 x 256 tiles for 33 <= M <= 256.
+- split K: small-M tiles realise the split with a workspace, large-M tiles in registers.
+
+SPLIT_K and BLOCK_K follow (N, K, SM count) only, so M still never changes the reduction
+schedule; the SM count is fixed for a device, so one GPU always runs one schedule per shape
+(two GPUs of one family with different SM counts may differ on shapes no entry names:
+reports record the SM count beside the family).
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+from det_suite.policy.tiles import TableEntry, promotion_k
+
+DECODE_BLOCK_N = 64
+MIN_SPLIT_K = 8192        # K below this: one chunk
+MIN_CHUNK_K = 2048
+MAX_SPLIT = 8
+WIDE_N = 16384
+
+# Families with a rule; the others serve unnamed shapes with their table's default entry.
+RULE_FAMILIES = ("sm90",)
+
+
+def split_for(n: int, k: int, sm_count: int) -> int:
+    if k < MIN_SPLIT_K:
+        return 1
+    decode_tiles = -(-n // DECODE_BLOCK_N)
+    want = max(1, round(sm_count / decode_tiles))
+    return max(1, min(want, k // MIN_CHUNK_K, MAX_SPLIT))
+
+
+def _sm90_tiles(n: int, k: int, split: int) -> list[dict]:
+    swap = dict(block_n=64, num_warps=4, use_tma=True, swap_ab=True)
+    if split > 1:
+        return [
+            dict(max_m=16, block_m=16, num_stages=8, use_workspace=True, **swap),
+            dict(max_m=32, block_m=32, num_stages=8, use_workspace=True, **swap),
+            dict(max_m=256, block_m=64, block_n=128, num_warps=4, num_stages=8, use_tma=True,
+                 use_workspace=True),
+            dict(max_m=1024, block_m=128, block_n=128, num_warps=8, num_stages=4, use_tma=True),
+            dict(max_m=None, block_m=128, block_n=256, num_warps=8, num_stages=3, use_tma=True),
+        ]
+    decode = dict(max_m=16, block_m=16, num_stages=4, **swap)
+    if k % 256 == 0 and n < WIDE_N:
+        # Two 128-element K steps per loop iteration and an early launch measured faster on
+        # single-wave decode grids; the chunks and the promotion points are unchanged.
+        decode.update(block_k=256, use_pdl=True)
+    tiles = [decode, dict(max_m=32, block_m=32, num_stages=4, **swap)]
+    if n >= WIDE_N:
+        tiles += [dict(max_m=256, block_m=128, block_n=256, num_warps=8, num_stages=4,
+                       use_tma=True),
+                  dict(max_m=1024, block_m=128, block_n=128, num_warps=8, num_stages=3,
+                       use_tma=True)]
+    else:
+        tiles += [dict(max_m=256, block_m=64, block_n=128, num_warps=4, num_stages=4,
+                       use_tma=True),
+                  dict(max_m=1024, block_m=64, block_n=128, num_warps=4, num_stages=3,
+                       use_tma=True)]
+    tiles.append(dict(max_m=None, block_m=128, block_n=128, num_warps=4 if n >= WIDE_N else 8,
+                      num_stages=3, use_tma=True))
+    return tiles
+
+
+@lru_cache(maxsize=1024)
+def generic_entry(family: str, n: int, k: int, sm_count: int) -> TableEntry | None:
+    """The rule's entry for (N, K) on a `family` GPU with `sm_count` SMs; None where the
+    family has no rule. Validated like a table entry."""
+    from det_suite.policy.table_format import parse_entry
+
+    if family not in RULE_FAMILIES:
+        return None
+    if n < 1 or k < 1 or sm_count < 1:
+        raise ValueError(f"generic_entry: N, K and sm_count must be >= 1; got {n}, {k}, "
+                         f"{sm_count}")
+    split = split_for(n, k, sm_count)
+    # A split needs whole 128-element tiles per chunk: fall back to one chunk where K has
+    # fewer tiles than chunks would need (parse_entry rejects empty chunks).
+    split = min(split, -(-k // 128))
+    raw = dict(block_n=128, block_k=128, split_k=split, group_m=8,
+               m_tiles=_sm90_tiles(n, k, split))
+    entry = parse_entry(raw, f"generic rule {family} {n}x{k} ({sm_count} SMs)", n, k)
+    return TableEntry(**{**entry.__dict__, "promote_k": promotion_k(family)})

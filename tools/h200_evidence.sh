@@ -9,6 +9,12 @@
 #   OUT=... DET_SUITE_REVISION=<commit> tools/h200_evidence.sh tests     # GPU pytest, bench without PDL
 #   OUT=... DET_SUITE_REVISION=<commit> tools/h200_evidence.sh mutants   # GPU-only mutants must be killed
 #
+# The benchmark gates are the speed the kernel must not fall below and the accuracy it must
+# keep: since FP32 promotion (issue 10) the speed gates are the promotion-on baseline measured
+# on the H200 (geomean 1.33, worst cell 2.35, decode 2.2x the weight-bytes floor), not the
+# parity target; BENCH_MAX_* override them. --max-error-ratio 1.10: det-suite's error against
+# fp64 within 1.10x cuBLAS default's in every cell.
+#
 # DET_SUITE_REVISION names the commit the sender's tree is at (det_suite/provenance.py): a
 # copied tree's own .git, if any, may be stale. Every results file also records the sha256
 # of every source file, which is what tests/unit/test_evidence.py checks against HEAD.
@@ -24,7 +30,7 @@ case "$PHASE" in
 matrix)
     $PY -m det_suite gpu-suite --out "$DIR" --steps bench,invariance,lint --require gpu,sm90 \
         --step-timeout invariance=420 \
-        --bench-args "--gate-mode graph --max-geomean 1.10 --max-cell 1.30 --max-floor-ratio 1.3" \
+        --bench-args "--gate-mode graph --max-geomean ${BENCH_MAX_GEOMEAN:-1.40} --max-cell ${BENCH_MAX_CELL:-2.50} --max-floor-ratio ${BENCH_MAX_FLOOR:-2.5} --max-error-ratio 1.10" \
         --invariance-args "--providers det_suite det_suite:s2 det_suite:s3 control torch_scaled_mm" \
         > "$DIR/gpu_suite.log" 2>&1 || status=$?
     ;;

@@ -69,6 +69,14 @@ def format_mode_table(mode: str, cells: Sequence[CellResult],
     return "\n".join(out)
 
 
+def fmt_error(cell: CellResult | None) -> str:
+    """'det / cuBLAS (ratio)' for a probed cell, '-' otherwise."""
+    if cell is None or not cell.fp64_error:
+        return "-"
+    e = cell.fp64_error
+    return f"{e['det']:.2e} / {e['reference']:.2e} ({e['ratio']:.2f}x)"
+
+
 def format_markdown(run: BenchRun) -> str:
     """Per mode: a shape x M grid of det/torch ratios (docs/invariance-rule.md's layout) and the details."""
     lines = ["# det-suite FP8 GEMM benchmark", ""]
@@ -93,6 +101,15 @@ def format_markdown(run: BenchRun) -> str:
         lines += [f"## {mode}: {MODE_DESCRIPTIONS.get(mode, mode)}", "",
                   "det-suite time / torch._scaled_mm time:", "",
                   markdown_table(["shape (N x K)", *(f"M={m}" for m in ms)], grid)]
+        probed = [c for c in cells if c.fp64_error]
+        if probed:
+            errors = [[f"{shape.name} {shape.dims}"] + [
+                fmt_error(by_key.get((shape, m))) for m in ms] for shape in shapes]
+            lines += ["", "Relative Frobenius error against an fp64 product of the same "
+                          "quantized operands, det-suite / torch._scaled_mm (cuBLAS default "
+                          "accumulation); the BF16 rounding of the exact product is the floor "
+                          "of both (bench/gemm/fp64_error.py):", "",
+                      markdown_table(["shape (N x K)", *(f"M={m}" for m in ms)], errors)]
         lines += ["", summarize(mode, cells).line()]
         if mode in run.launch_floor_us:
             lines += ["", f"An empty kernel takes {run.launch_floor_us[mode]:.2f} us per call "

@@ -21,5 +21,14 @@ def open_backend(backend: str, model: str, *, mode: str = "det", cuda_graph: boo
         return EmbeddedBackend(model, mode=mode, cuda_graph=cuda_graph, device=device,
                                checkpoint=checkpoint, **options)
     if backend == "sglang":
-        raise NotImplementedError("backend 'sglang': not built yet (issue 14)")
+        # mode "det": the det-suite plugin arm; "stock": the upstream arm. options: url (attach
+        # to a running server) or launch options (chunk_size, page_size, work_dir,
+        # attention_backend, extra_args, python, health_timeout, ...; backends.sglang.backend).
+        if checkpoint is not None:
+            raise ValueError("checkpoint: the sglang backend loads the model in its server; "
+                             "pass a model spec, not a loaded checkpoint")
+        if device is not None and str(device).split(":")[0] != "cuda":
+            raise ValueError(f"device: an SGLang server runs on its CUDA GPU; got {device!r}")
+        from det_suite.backends.sglang.backend import SGLangBackend
+        return SGLangBackend(model, mode=mode, cuda_graph=cuda_graph, **options)
     raise ValueError(f"backend: expected one of {', '.join(BACKENDS)}; got {backend!r}")

@@ -18,13 +18,18 @@ Across engines of a mode, each engine's cold outputs are compared with the first
 Det mode must be exact everywhere; the stock control is reported beside it. If the control
 shows no difference anywhere, the report says the control did not reproduce, so nothing in
 it claims a fix it did not show.
+
+Any backend `backends.open.open_backend` knows runs the matrix (settings.backend): the
+embedded engine (det: det-suite's op set, stock: torch/vendor ops), or SGLang (det: the
+det-suite plugin arm, stock: the upstream arm; one server boot per mode and engine, or the
+one server at settings.server_url).
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Callable
+from typing import Any, Callable
 
 import torch
 
@@ -65,9 +70,27 @@ class CacheHitSettings:
     page_size: int = 16
     seed: int = 0
     device: str | None = None
+    server_url: str | None = None       # sglang: attach to this server instead of booting
+    backend_options: dict[str, Any] = field(default_factory=dict)  # to open_backend
     progress: Callable[[str], None] | None = print
 
     def __post_init__(self) -> None:
+        from det_suite.backends.open import BACKENDS
+
+        if self.backend not in BACKENDS:
+            raise ValueError(f"backend: expected one of {', '.join(BACKENDS)}, got "
+                             f"{self.backend!r}")
+        if self.server_url is not None:
+            if self.backend != "sglang":
+                raise ValueError(f"server_url: only the sglang backend attaches to a server; "
+                                 f"backend is {self.backend!r}")
+            if not str(self.server_url).startswith(("http://", "https://")):
+                raise ValueError(f"server_url: expected http://HOST:PORT, got "
+                                 f"{self.server_url!r}")
+            if len(self.modes) != 1 or len(self.variants) != 1:
+                raise ValueError("server_url: a running server is one arm and one engine; "
+                                 f"name exactly one mode and one engine (got modes "
+                                 f"{self.modes}, {len(self.variants)} engines)")
         for name in ("prefixes", "batches"):
             values = getattr(self, name)
             if not values or any(not isinstance(v, int) or v < 1 for v in values):
@@ -227,7 +250,7 @@ def run_engine_cases(backend: Backend, s: CacheHitSettings, mode: str, engine: s
 
 
 def _embedded_factory(s: CacheHitSettings):
-    from det_suite.backends.embedded import EmbeddedBackend
+    from det_suite.backends.open import open_backend
     from det_suite.models.spec import load_model
 
     device = s.device or ("cuda" if torch.cuda.is_available() else "cpu")
@@ -235,26 +258,45 @@ def _embedded_factory(s: CacheHitSettings):
     longest = max(s.prefixes) + 2 * s.suffix + s.max_new_tokens + 1
 
     def make(mode: str, variant: EngineVariant):
-        return EmbeddedBackend(s.model, mode=mode, cuda_graph=variant.cuda_graph,
-                               device=device, checkpoint=checkpoint, page_size=s.page_size,
-                               chunk_size=variant.chunk_size,
-                               max_seq_len=-(-longest // s.page_size) * s.page_size,
-                               num_pages=None if device != "cpu" else 512)
+        return open_backend("embedded", s.model, mode=mode, cuda_graph=variant.cuda_graph,
+                            device=device, checkpoint=checkpoint, page_size=s.page_size,
+                            chunk_size=variant.chunk_size,
+                            max_seq_len=-(-longest // s.page_size) * s.page_size,
+                            num_pages=None if device != "cpu" else 512,
+                            **s.backend_options)
     return make, checkpoint.config.vocab_size, device
+
+
+def _sglang_factory(s: CacheHitSettings):
+    """One server per (mode, engine), booted and stopped by the check; or the server at
+    s.server_url for the one mode and engine it was started as. The server's GPU is the
+    device, so CUDA Graph engines are never skipped here."""
+    from det_suite.backends.open import open_backend
+    from det_suite.backends.sglang.backend import model_vocab
+
+    def make(mode: str, variant: EngineVariant):
+        if s.server_url is not None:
+            return open_backend("sglang", s.model, mode=mode, cuda_graph=variant.cuda_graph,
+                                url=s.server_url, progress=s.progress, **s.backend_options)
+        return open_backend("sglang", s.model, mode=mode, cuda_graph=variant.cuda_graph,
+                            chunk_size=variant.chunk_size, page_size=s.page_size,
+                            progress=s.progress, **s.backend_options)
+    return make, model_vocab(s.model), "cuda"
+
+
+FACTORIES = {"embedded": _embedded_factory, "sglang": _sglang_factory}
 
 
 def run_cache_hit(settings: CacheHitSettings, *, backend_factory=None,
                   vocab: int | None = None) -> CacheHitResult:
-    """Run the matrix. backend_factory(mode, variant) -> Backend (default: the embedded
-    engine on settings.model); vocab: the token-id range (read from the model by default)."""
+    """Run the matrix. backend_factory(mode, variant) -> Backend (default: settings.backend
+    on settings.model, through open_backend); vocab: the token-id range (read from the
+    model by default)."""
     s, say = settings, settings.progress or (lambda _line: None)
     started = time.perf_counter()
     device = s.device or "cpu"
     if backend_factory is None:
-        if s.backend != "embedded":
-            raise ValueError(f"backend: only 'embedded' is built in (got {s.backend!r}); the "
-                             "sglang backend is its own issue")
-        backend_factory, vocab, device = _embedded_factory(s)
+        backend_factory, vocab, device = FACTORIES[s.backend](s)
     if vocab is None:
         raise ValueError("vocab: required with a custom backend_factory")
     comparisons, skipped = [], []

@@ -72,7 +72,7 @@ class ReferenceResult:
         return not self.problems
 
     def to_json(self) -> dict:
-        return {"kind": "reference_agreement", "settings": self.settings,
+        return {"kind": "reference_agreement", "ok": self.passed, "settings": self.settings,
                 "arms": {k: asdict(v) for k, v in self.arms.items()},
                 "seconds": self.seconds, "passed": self.passed, "problems": self.problems}
 

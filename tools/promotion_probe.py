@@ -10,6 +10,7 @@ from dataclasses import replace
 
 import torch
 
+from det_suite.bench.gemm.fp64_error import relative_error
 from det_suite.bench.timing import make_timer
 from det_suite.ops.launch import launch_fp8_gemm
 from det_suite.ops.linear import device_policy
@@ -37,10 +38,6 @@ def operands(recipe, m, n, k):
     return a8, w8.t(), torch.tensor([1 / 16], device=dev), torch.tensor([1 / math.sqrt(k) / 16], device=dev)
 
 
-def rel(out, exact):
-    return float(torch.linalg.vector_norm(out.double() - exact) / torch.linalg.vector_norm(exact))
-
-
 def variants(m, n, k):
     base = policy.select(m, n, k)
     yield "p128", base
@@ -59,17 +56,17 @@ for n, k in [(4096, 4096), (4096, 12288), (5120, 17408), (8192, 28672)]:
             a, w_kn, sa, sw = operands(recipe, m, n, k)
             exact = (a.double() @ w_kn.double()) * (float(sa) * float(sw))
             row = {"n": n, "k": k, "m": m, "recipe": recipe,
-                   "bf16_rounding": rel(exact.to(torch.bfloat16), exact)}
+                   "bf16_rounding": relative_error(exact.to(torch.bfloat16), exact)}
             for fast in (False, True):
                 o = torch._scaled_mm(a, w_kn, scale_a=sa.reshape(()), scale_b=sw.reshape(()),
                                      out_dtype=torch.bfloat16, use_fast_accum=fast)
-                row["cublas_fast" if fast else "cublas_default"] = rel(o, exact)
+                row["cublas_fast" if fast else "cublas_default"] = relative_error(o, exact)
             for name, cfg in variants(m, n, k):
                 out = torch.empty((m, n), dtype=torch.bfloat16, device=dev)
                 try:
                     launch_fp8_gemm(a, w_kn, sa, sw, None, out, cfg)
                     torch.cuda.synchronize()
-                    row[name] = rel(out, exact)
+                    row[name] = relative_error(out, exact)
                 except Exception as exc:  # noqa: BLE001
                     row[name] = f"{type(exc).__name__}: {exc}"[:200]
             results["accuracy"].append(row)

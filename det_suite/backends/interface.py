@@ -21,6 +21,12 @@ class Completion:
     cached_tokens: int              # prompt tokens served from the prefix cache
 
 
+def engine_label(cuda_graph: bool, chunk_size: int | None = None) -> str:
+    """How an engine configuration is named in results and logs: "eager" / "graph", plus
+    "-chunkN" when prefill is chunked."""
+    return ("graph" if cuda_graph else "eager") + (f"-chunk{chunk_size}" if chunk_size else "")
+
+
 class Backend(Protocol):
     name: str
 

@@ -33,7 +33,7 @@ from typing import Any, Callable
 
 import torch
 
-from det_suite.backends.interface import Backend, Completion, Request
+from det_suite.backends.interface import Backend, Completion, Request, engine_label
 
 PRESETS = {
     # The seed's matrix: prefix 128 / 1024 / 4096 x batch 1 / 4 / 2 x 2 repetitions.
@@ -52,8 +52,7 @@ class EngineVariant:
 
     @property
     def label(self) -> str:
-        label = "graph" if self.cuda_graph else "eager"
-        return label + (f"-chunk{self.chunk_size}" if self.chunk_size else "")
+        return engine_label(self.cuda_graph, self.chunk_size)
 
 
 @dataclass(frozen=True)

@@ -94,7 +94,7 @@ class ReferenceResult:
 
 
 def run_reference_agreement(s: ReferenceSettings) -> ReferenceResult:
-    from det_suite.engine import Engine
+    from det_suite.backends.open import open_backend
     from det_suite.models.reference import reference_logprobs, reference_model
     from det_suite.models.spec import load_model
 
@@ -111,13 +111,15 @@ def run_reference_agreement(s: ReferenceSettings) -> ReferenceResult:
     longest = s.prompt_len + s.max_new_tokens + 1
     outputs = {}
     for mode in ("det", "stock"):
-        engine = Engine(checkpoint, mode=mode, page_size=page, device=device,
-                        max_seq_len=-(-longest // page) * page,
-                        num_pages=None if device != "cpu" else 4 * s.prompts * (longest // page + 2))
+        backend = open_backend("embedded", s.model, mode=mode, device=device,
+                               checkpoint=checkpoint, page_size=page,
+                               max_seq_len=-(-longest // page) * page,
+                               num_pages=None if device != "cpu"
+                               else 4 * s.prompts * (longest // page + 2))
         try:
-            outputs[mode] = engine.generate(requests)
+            outputs[mode] = backend.generate(requests)
         finally:
-            engine.close()
+            backend.close()
         say(f"  {mode}: generated {s.prompts} x {s.max_new_tokens} tokens")
     # The reference scores each arm's own token path (their greedy tokens may differ).
     model = reference_model(checkpoint)

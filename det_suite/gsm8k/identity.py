@@ -14,6 +14,7 @@ import hashlib
 from pathlib import Path
 
 from det_suite.models.spec import SYNTHETIC, parse_synthetic
+from det_suite.reports.provenance import tree_sha256
 
 _CHUNK = 8 << 20
 
@@ -137,11 +138,8 @@ def policy_info(tile_family: str) -> dict:
     table = package / "policy" / "tables" / f"{tile_family}.json"
 
     def tree(folder: str) -> str:
-        digest = hashlib.sha256()
-        for path in sorted((package / folder).glob("*.py")):
-            digest.update(f"{path.name}\0{hashlib.sha256(path.read_bytes()).hexdigest()}\n"
-                          .encode())
-        return digest.hexdigest()
+        return tree_sha256({path.name: hashlib.sha256(path.read_bytes()).hexdigest()
+                            for path in (package / folder).glob("*.py")})
 
     parts = {"table_sha256": hashlib.sha256(table.read_bytes()).hexdigest()
              if table.is_file() else None,

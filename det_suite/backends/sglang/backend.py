@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Sequence
 
-from det_suite.backends.interface import Completion, Request
+from det_suite.backends.interface import Completion, Request, engine_label
 from det_suite.backends.sglang.client import SGLangClient, SGLangConnectionError
 
 MODES = ("det", "stock")
@@ -99,8 +99,7 @@ class SGLangBackend:
         from det_suite.backends.sglang.server import ServerSettings, SGLangServer
 
         work = Path(work_dir)
-        label = ("graph" if cuda_graph else "eager") + (f"-chunk{chunk_size}" if chunk_size
-                                                        else "")
+        label = engine_label(cuda_graph, chunk_size)
         settings = ServerSettings(
             model_path=served_model_path(model, work, progress=progress), plugin=mode == "det",
             cuda_graph=cuda_graph, chunked_prefill_size=chunk_size, page_size=page_size,

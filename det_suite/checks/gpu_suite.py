@@ -31,6 +31,9 @@ class GpuSuiteSettings:
     bench_args: str = ""
     invariance_args: str = ""
     step_timeouts: Mapping[str, float] = field(default_factory=dict)  # step -> seconds
+    # Refuse up front without a usable GPU (the steps would run the full matrix on the
+    # interpreter for many minutes before failing). Off only to test the orchestration.
+    require_gpu: bool = True
 
     def __post_init__(self) -> None:
         unknown = sorted(set(self.steps) - set(STEP_NAMES))
@@ -97,9 +100,17 @@ def junit_counts(path: Path) -> dict | None:
 
 
 def run_gpu_suite(settings: GpuSuiteSettings, *, log=None) -> GpuSuiteResult:
+    """Run the steps; raises bench.timing.GpuRequired before anything runs (or is written)
+    when torch sees no CUDA device and `settings.require_gpu`. (The steps themselves run
+    without TRITON_INTERPRET, so a variable set in this process does not matter.)"""
+    import torch
+
+    from det_suite.bench.timing import NO_GPU_MESSAGE, GpuRequired
     from det_suite.reports.environment import environment
     from det_suite.reports.files import write_json_atomic
 
+    if settings.require_gpu and not torch.cuda.is_available():
+        raise GpuRequired(NO_GPU_MESSAGE.format(what="gpu-suite"))
     log = log or (lambda line: print(line, file=sys.stderr, flush=True))
     out = Path(settings.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -4,6 +4,7 @@ Runs every GPU-marked test, the full invariance matrix, the GEMM benchmark and t
 instruction lint, each in its own process so one failing step cannot hide the others, and
 writes JUnit, JSON and Markdown into DIR plus a `gpu_suite.json` that says which step ran,
 how long it took and how it ended. Skipped tests are counted as not run, never as passed.
+Without a CUDA device it refuses at once (exit 2) and runs nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +13,8 @@ import sys
 
 from det_suite.checks.gpu_suite import (STEP_NAMES, GpuSuiteSettings, parse_timeouts,
                                         run_gpu_suite)
+
+EXIT_NO_GPU = 2  # as `det-suite bench`: this machine cannot run it (also usage errors)
 
 
 def register(subparsers) -> None:
@@ -42,6 +45,8 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    from det_suite.bench.timing import GpuRequired
+
     try:
         settings = GpuSuiteSettings(
             out=args.out, steps=[s.strip() for s in args.steps.split(",") if s.strip()],
@@ -51,7 +56,13 @@ def run(args) -> int:
     except ValueError as exc:
         print(f"gpu-suite: {exc}", file=sys.stderr)
         return 2
-    result = run_gpu_suite(settings)
+    try:
+        result = run_gpu_suite(settings)
+    except GpuRequired as exc:
+        print(f"det-suite {exc}: nothing was run. Without a GPU, run `det-suite run` and "
+              "the tests (`pytest`); their kernels run on Triton's interpreter.",
+              file=sys.stderr)
+        return EXIT_NO_GPU
     summary = result.summary
     print("\nstep        exit   wall s")
     for r in summary["steps"]:

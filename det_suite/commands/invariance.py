@@ -59,7 +59,8 @@ def register(subparsers) -> None:
                    help="treat provider P as a positive control: the run fails unless it "
                         "is found non-invariant (repeatable)")
     p.add_argument("--device", help="cuda or cpu (default: cuda when present)")
-    p.add_argument("--out", default="invariance-report", help="folder for the reports")
+    p.add_argument("--out", default="results/invariance",
+                   help="folder for the reports (default results/invariance)")
     p.add_argument("--no-heatmap", action="store_true")
     p.add_argument("--no-instruction-table", action="store_true",
                    help="don't embed det-suite lint-policy's instruction table")

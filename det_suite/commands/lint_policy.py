@@ -41,7 +41,26 @@ def register(subparsers) -> None:
                         help="also keep every compiled PTX listing in DIR")
     parser.add_argument("--verbose", "-v", action="store_true",
                         help="print every compiled variant, not one row per tile")
+    parser.add_argument("--no-control", action="store_true",
+                        help="skip the positive control, run unless --table or --arch is "
+                             "given: the seed's table (shipped for SM12x) compiled for sm_90, "
+                             "which must be flagged (exit 1 if it is not)")
     parser.set_defaults(handler=run)
+
+
+# The positive control: the README's claim that the seed's table is not invariant on SM90
+# (BLOCK_M 16/32 -> mma.sync k16, 128 -> wgmma k32), shown by every default run. If it ever
+# stops being flagged, either Triton's lowering changed or the lint lost its teeth.
+CONTROL_FAMILY, CONTROL_ARCH = "sm120", "sm_90"
+
+
+def _control_line(control) -> str:
+    what = (f"positive control: the seed's table ({CONTROL_FAMILY}, shipped for SM12x) "
+            f"compiled for {CONTROL_ARCH}")
+    if control.ok:
+        return (f"{what} was NOT flagged: FAILED. Its tiles should mix mma.sync k16 and wgmma "
+                "k32 there; the lint (or Triton's lowering) has changed")
+    return f"{what} is flagged, as it must be: {control.violations[0]}"
 
 
 def _stages(text: str | None) -> tuple[int, ...]:
@@ -96,12 +115,26 @@ def run(args: argparse.Namespace) -> int:
         return 2
 
     result = lint.lint(pairs, override_stages=stages, jobs=args.jobs, ptx_dir=args.ptx_dir)
+    control = None
+    if not (args.no_control or args.table or args.arch):
+        control = lint.lint_shipped([CONTROL_FAMILY], arches=[CONTROL_ARCH],
+                                    override_stages=stages, jobs=args.jobs,
+                                    include_fixed=False)
 
-    data = result.to_dict()
     print(result.to_text(verbose=args.verbose))
+    if control is not None:
+        print("\n" + _control_line(control))
     if args.json:
-        write_json_atomic(args.json, {"lint": data, "environment": _environment()})
+        payload = {"lint": result.to_dict(), "environment": _environment()}
+        if control is not None:
+            payload["positive_control"] = {"table": CONTROL_FAMILY, "arch": CONTROL_ARCH,
+                                           "flagged": not control.ok,
+                                           "lint": control.to_dict()}
+        write_json_atomic(args.json, payload)
     if args.markdown:
-        write_text_atomic(args.markdown, result.to_markdown())
-    return 0 if result.ok else 1
+        markdown = result.to_markdown()
+        if control is not None:
+            markdown += f"\n{_control_line(control)}\n"
+        write_text_atomic(args.markdown, markdown)
+    return 0 if result.ok and (control is None or not control.ok) else 1
 

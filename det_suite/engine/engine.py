@@ -2,7 +2,7 @@
 with a prefix cache, chunked prefill, greedy decode, CUDA Graph decode.
 
 On the CPU the kernels run on Triton's interpreter, made to compute what a GPU computes
-(`platform.gpu_faithful_interpreter`) for the duration of each `generate`.
+(`platform.gpu_faithful_interpreter`) by the interpreter switch, for the whole process.
 
 `generate` runs a list of requests as one batch: each request's prompt is matched against
 the prefix cache (full pages only, and never past the first position whose logprob is
@@ -28,7 +28,6 @@ from det_suite.engine.opsets import MODES, OpSet, opset_for
 from det_suite.engine.prefix_cache import PagePool
 from det_suite.engine.scheduler import Sequence, Step, build_step, decode_chunks, plan_prefill
 from det_suite.models.qwen3 import Qwen3Model
-from det_suite.platform.gpu_faithful_interpreter import gpu_faithful_interpreter
 
 DEFAULT_MAX_SEQ_LEN = 8192
 DEFAULT_CONCURRENT = 8     # default cache: this many max_seq_len sequences
@@ -87,7 +86,7 @@ class Engine:
         try:
             for request in requests:
                 seqs.append(self._admit(request))
-            with torch.inference_mode(), gpu_faithful_interpreter():
+            with torch.inference_mode():
                 for chunks in plan_prefill(seqs, self.chunk_size):
                     self.prefilled_tokens += sum(end - start for _, start, end in chunks)
                     self._run(build_step(chunks, self.page_size, self.device), graph=False)

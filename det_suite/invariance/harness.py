@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Sequence
 
-from det_suite.platform.interpreter import interpreter_active, use_interpreter
+from det_suite.platform.interpreter import interpreter_active, triton_imported, use_interpreter
 
 Mode = Literal["quick", "full"]
 
@@ -22,7 +22,7 @@ class UsageError(ValueError):
 
 @dataclass(frozen=True)
 class InvarianceSettings:
-    out: str = "invariance-report"
+    out: str = "results/invariance"             # beside `det-suite run`'s results/run
     providers: Sequence[str] = ("auto",)
     shapes: Sequence[str] | None = None        # default: "gpu" when full, "cpu" when quick
     suffix_ms: Sequence[int] | None = None     # cached-suffix lengths; default from the tables
@@ -63,9 +63,10 @@ def prepare_device(requested: str | None) -> str:
     if requested.startswith("cuda") and not torch.cuda.is_available():
         raise UsageError("--device cuda, but torch sees no CUDA device")
     if requested == "cpu" and not interpreter_active():
-        if "det_suite.kernels.fp8_scaled_mm" in sys.modules:
-            raise UsageError("--device cpu needs TRITON_INTERPRET=1 set before det-suite's "
-                             "kernels are imported; set it in the environment")
+        # Triton's own jitted helpers (tl.cdiv, ...) are compiled-mode once it is imported.
+        if triton_imported():
+            raise UsageError("--device cpu needs TRITON_INTERPRET=1 set before Triton is "
+                             "imported; set it in the environment")
         use_interpreter("det-suite invariance: no GPU in use; TRITON_INTERPRET=1 set (kernels "
                         "run on the Triton interpreter)")
     return requested

@@ -1,7 +1,8 @@
 """Drive a matrix of cases over a set of providers; one progress line per case group.
 
-On the CPU the interpreter's tl.dot is made to sum in a fixed order for the run (see
-interpreter.py): otherwise numpy's BLAS, not the kernel, decides what looks invariant.
+On the CPU the interpreter's numerics are the GPU's (platform.gpu_faithful_interpreter,
+installed by the interpreter switch): otherwise numpy's BLAS, not the kernel, would decide
+what looks invariant. The run's notes say so.
 
 Per case, each group of pipeline A/B arms (see providers.ab_groups) runs the cached-suffix
 and batch-composition comparisons together, so every output of arm B is also compared with
@@ -21,9 +22,9 @@ import torch
 from det_suite.invariance.cases import Case, Plan, make_problem
 from det_suite.invariance.compare import Recorder, run_suffix_and_composition
 from det_suite.invariance.graph import graph_unavailable, run_graph_replays
-from det_suite.platform.gpu_faithful_interpreter import NOTE as FIXED_ORDER_NOTE
-from det_suite.platform.gpu_faithful_interpreter import fixed_order_dot
 from det_suite.invariance.providers import Provider, ab_groups
+from det_suite.platform import gpu_faithful_interpreter
+from det_suite.platform.interpreter import interpreter_active
 
 Progress = Callable[[str], None]
 
@@ -67,9 +68,9 @@ def run(providers: list[Provider], cases, plan: Plan, device, *, graph_cases=(),
     groups = ab_groups(result.providers)
     started = time.perf_counter()
     step = 0
-    with torch.no_grad(), fixed_order_dot() as ordered:
-        if ordered:
-            result.notes.append(FIXED_ORDER_NOTE)
+    if interpreter_active() and gpu_faithful_interpreter.installed():
+        result.notes.append(gpu_faithful_interpreter.NOTE)
+    with torch.no_grad():
         for case in result.cases:
             step += 1
             mark = _Mark(rec)

@@ -37,8 +37,9 @@ Behaviour
 * At import, with no CUDA device and TRITON_INTERPRET unset, sets TRITON_INTERPRET=1
   (`det_suite.platform.interpreter.default_to_interpreter`) so kernels imported by
   conftests and test modules run on Triton's interpreter; the report header says so.
-  Whenever the interpreter is active, the run is made GPU-faithful
-  (`det_suite.platform.gpu_faithful_interpreter`) and the header says that too.
+  Whenever the interpreter is active, the interpreter switch has made it GPU-faithful
+  for the whole process (`det_suite.platform.gpu_faithful_interpreter`); the header says
+  that too.
 * Markers (registered, so ``--strict-markers`` holds) skip a test whose needs this machine
   doesn't meet, with a reason naming what is needed and what was found (`markers`). Each
   skip also records a ``det_suite_not_run`` user property (it reaches junit XML and
@@ -69,12 +70,11 @@ Behaviour
 
 from __future__ import annotations
 
-import contextlib
 import sys
 
 import pytest
 
-from det_suite.platform import hardware
+from det_suite.platform import gpu_faithful_interpreter, hardware
 from det_suite.platform.interpreter import default_to_interpreter, interpreter_active
 from det_suite.pytest_plugin import comparisons, markers, settings, summary
 from det_suite.pytest_plugin.state import RunState
@@ -86,8 +86,6 @@ SESSION_PLUGIN_NAME = "det_suite_session"
 # imports a kernel (triton.jit reads the variable when a kernel is defined). Import runs
 # once per process, however many pytest sessions (pytester) follow.
 INTERPRETER_SET_BY_PLUGIN = default_to_interpreter()
-
-_INTERPRETER_STACK_KEY = pytest.StashKey()
 
 
 # ------------------------------------------------------------------ double-load guard
@@ -118,32 +116,16 @@ def pytest_addoption(parser) -> None:
 def pytest_configure(config) -> None:
     markers.register(config)
     config.pluginmanager.register(RunState(settings.settings_of(config)), SESSION_PLUGIN_NAME)
-    _install_gpu_faithful_interpreter(config)
-
-
-def _install_gpu_faithful_interpreter(config) -> None:
-    """On the interpreter, tl.dot must be row-count invariant like every GPU MMA, or CPU
-    invariance tests measure numpy's BLAS instead of the kernel
-    (det_suite.platform.gpu_faithful_interpreter)."""
-    if interpreter_active():
-        from det_suite.platform.gpu_faithful_interpreter import gpu_faithful_interpreter
-
-        stack = contextlib.ExitStack()
-        stack.enter_context(gpu_faithful_interpreter())
-        config.stash[_INTERPRETER_STACK_KEY] = stack
 
 
 def pytest_report_header(config) -> list[str]:
     state = config.pluginmanager.get_plugin(SESSION_PLUGIN_NAME)
     return summary.header_lines(
         hardware.current(), state.settings, interpreter_set_here=INTERPRETER_SET_BY_PLUGIN,
-        gpu_faithful=config.stash.get(_INTERPRETER_STACK_KEY, None) is not None)
+        gpu_faithful=interpreter_active() and gpu_faithful_interpreter.installed())
 
 
 def pytest_unconfigure(config) -> None:
-    stack = config.stash.get(_INTERPRETER_STACK_KEY, None)
-    if stack is not None:
-        stack.close()
     state = config.pluginmanager.get_plugin(SESSION_PLUGIN_NAME)
     if state is not None:
         state.restore_environment()

@@ -35,6 +35,9 @@ class RunState:
 
     settings: Settings
     not_run: dict[str, list[str]] = field(default_factory=dict)  # nodeid -> reasons
+    # Skips that are not det-suite's (pytest.skip, skipif, importorskip): not run either,
+    # and pytest counts them among its "skipped", so the summary must too.
+    skipped_otherwise: dict[str, str] = field(default_factory=dict)  # nodeid -> reason
     diagnostic: list[tuple[str, str]] = field(default_factory=list)  # (nodeid, outcome)
     # --det-require bookkeeping; collected and deselected arrive from xdist workers too.
     required: dict[str, tuple[str, ...]] = field(default_factory=dict)  # nodeid -> markers
@@ -117,6 +120,8 @@ class RunState:
                        if name == markers.NOT_RUN_PROPERTY]
             if reasons:
                 self.not_run[report.nodeid] = reasons
+            elif not hasattr(report, "wasxfail"):  # pytest counts xfails apart
+                self.skipped_otherwise[report.nodeid] = summary.skip_reason(report)
         if compared := comparisons.recorded(report):
             self.bit_exact += compared
             self.bit_exact_tests += 1
@@ -151,8 +156,8 @@ class RunState:
     # -- summary
 
     def pytest_terminal_summary(self, terminalreporter, exitstatus) -> None:
-        if self.not_run:
-            summary.write_not_run(terminalreporter, self.not_run)
+        if self.not_run or self.skipped_otherwise:
+            summary.write_not_run(terminalreporter, self.not_run, self.skipped_otherwise)
         if self.bit_exact_tests:
             summary.write_bit_exact(terminalreporter, self.bit_exact, self.bit_exact_tests)
         if self.settings.require:

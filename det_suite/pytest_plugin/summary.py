@@ -61,15 +61,36 @@ def header_lines(snap: hardware.Snapshot, settings: Settings, *, interpreter_set
 
 # ------------------------------------------------------------------ summary sections
 
-def write_not_run(reporter, not_run: dict[str, list[str]]) -> None:
-    by_reason = Counter(reason for reasons in not_run.values() for reason in reasons)
+OTHER_SKIP = "other"  # the row label of a skip that is not a det-suite marker's
+
+
+def skip_reason(report) -> str:
+    """A skipped report's reason as pytest's -rs line shows it, without "Skipped: "."""
+    longrepr = report.longrepr
+    text = longrepr[2] if isinstance(longrepr, tuple) and len(longrepr) == 3 else str(longrepr)
+    return text.removeprefix("Skipped: ")
+
+
+def write_not_run(reporter, not_run: dict[str, list[str]],
+                  skipped_otherwise: dict[str, str] | None = None) -> None:
+    """Every skipped test, so the count is pytest's "skipped": those skipped by a det-suite
+    marker (one row per marker and reason; a test can carry several) and the others."""
+    skipped_otherwise = skipped_otherwise or {}
+    rows = [reason.partition(": ")[::2] for reasons in not_run.values() for reason in reasons]
+    rows += [(OTHER_SKIP, reason) for reason in skipped_otherwise.values()]
     reporter.write_sep("=", "det-suite: not run")
-    reporter.write_line(f"{len(not_run)} test(s) skipped by det-suite markers: not run, "
-                        "not passed")
-    width = max(len(reason.split(":", 1)[0]) for reason in by_reason)
-    for reason, count in sorted(by_reason.items()):
-        marker, why = reason.split(": ", 1)
-        reporter.write_line(f"  {marker:<{width}}  {count:>4}  {why}")
+    total = len(not_run) + len(skipped_otherwise)
+    if skipped_otherwise:
+        reporter.write_line(f"{total} test(s) skipped: not run, not passed ({len(not_run)} by "
+                            f"det-suite markers, {len(skipped_otherwise)} by the tests "
+                            "themselves: pytest.skip, skipif, importorskip)")
+    else:
+        reporter.write_line(f"{total} test(s) skipped by det-suite markers: not run, "
+                            "not passed")
+    width = max(len(label) for label, _why in rows)
+    for (label, why), count in sorted(Counter(rows).items(),
+                                      key=lambda item: (item[0][0] == OTHER_SKIP, item[0])):
+        reporter.write_line(f"  {label:<{width}}  {count:>4}  {why}")
 
 
 def write_bit_exact(reporter, comparisons: int, tests: int) -> None:

@@ -3,7 +3,8 @@
 import pytest
 
 from det_suite.cli import main
-from det_suite.checks.gpu_suite import GpuSuiteSettings, junit_counts, step_commands
+from det_suite.checks.gpu_suite import (GpuSuiteSettings, junit_counts, run_gpu_suite,
+                                        step_commands)
 
 
 def test_unknown_step_is_a_usage_error(tmp_path, capsys):
@@ -28,9 +29,13 @@ def test_missing_junit_counts_as_not_run(tmp_path):
 
 
 def test_a_failing_step_fails_the_suite_and_writes_the_summary(tmp_path):
-    # On this CPU machine `bench gemm` refuses (no GPU): the suite must say FAILED.
-    code = main(["gpu-suite", "--out", str(tmp_path), "--steps", "bench"])
-    assert code == 1
+    # CUDA_VISIBLE_DEVICES="" makes `bench gemm` refuse (no GPU) on any machine; the suite's
+    # own up-front refusal is switched off to reach the step.
+    settings = GpuSuiteSettings(out=str(tmp_path), steps=["bench"], require_gpu=False)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("CUDA_VISIBLE_DEVICES", "")
+        result = run_gpu_suite(settings, log=lambda line: None)
+    assert (result.ok, result.summary["steps"][0]["exit_code"]) == (False, 2)
     summary = (tmp_path / "gpu_suite.json").read_text()
     assert '"ok": false' in summary
 

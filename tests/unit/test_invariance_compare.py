@@ -412,12 +412,13 @@ def test_prove_entry_rejects_the_split_k_counterpart_at_the_first_row_count():
     assert result.failure.config["split_k"] == 1 and result.failure.data == "stress"
 
 
-def test_cpu_runs_install_and_remove_the_fixed_order_dot():
+def test_cpu_runs_are_gpu_faithful_and_say_so():
     from triton.runtime.interpreter import InterpreterBuilder
-    before = InterpreterBuilder.create_dot
-    with interpreter.fixed_order_dot() as installed:
-        assert installed and InterpreterBuilder.create_dot is not before
-    assert InterpreterBuilder.create_dot is before
+    plan = C.Plan(m_full=8, suffix_ms=(1,), placements=(), graph_sizes=())
+    case = C.Case(SMALL, "bf16", False, "contiguous", 0, "calibrated")
+    result = runner.run([fake("inv", invariant_fn)], [case], plan, DEVICE, progress=None)
+    assert InterpreterBuilder.create_dot.__module__ == interpreter.__name__
+    assert interpreter.NOTE in result.notes
 
 
 # ---------------------------------------------------------------- CUDA Graph (graph-free)

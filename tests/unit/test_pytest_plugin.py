@@ -129,6 +129,37 @@ def test_not_run_section_counts_each_marker(pytester, machine):
                                   not_run_line("sm120", 1, ".*")])
 
 
+OTHER_SKIPS_LINE = (r"^{total} test\(s\) skipped: not run, not passed \({markers} by det-suite "
+                    r"markers, {other} by the tests themselves: pytest\.skip, skipif, "
+                    r"importorskip\)$")
+
+
+def test_not_run_section_counts_every_skip_pytest_counts(pytester, machine):
+    """pytest's "skipped" and the section's count agree: a test's own skip is not run
+    either. An xfail is neither (pytest counts it apart)."""
+    pytester.makepyfile(marked_test("gpu", name="test_a")
+                        + "\n\ndef test_b():\n    pytest.skip('tool missing')\n"
+                        + "\n\n@pytest.mark.xfail(reason='known')\ndef test_c():\n"
+                        + "    assert False\n")
+    result = run(pytester)
+    result.assert_outcomes(skipped=2, xfailed=1)
+    result.stdout.re_match_lines([
+        r"^=+ det-suite: not run =+$",
+        OTHER_SKIPS_LINE.format(total=2, markers=1, other=1),
+        not_run_line("gpu", 1, CPU_SKIPS["gpu"]),
+        not_run_line("other", 1, "tool missing"),
+    ])
+
+
+def test_not_run_section_appears_for_skips_det_suite_did_not_make(pytester, machine):
+    pytester.makepyfile("import pytest\n\n\n@pytest.mark.skipif(True, reason='flaky here')\n"
+                        "def test_a():\n    pass\n")
+    result = run(pytester)
+    result.assert_outcomes(skipped=1)
+    result.stdout.re_match_lines([OTHER_SKIPS_LINE.format(total=1, markers=0, other=1),
+                                  not_run_line("other", 1, "flaky here")])
+
+
 def test_not_run_section_absent_when_nothing_skipped(pytester, machine):
     pytester.makepyfile("def test_plain():\n    pass\n")
     result = run(pytester)

@@ -47,8 +47,9 @@ def register(subparsers) -> None:
     parser.add_argument("--m", nargs="+", type=int, default=list(defaults.class_ms),
                         metavar="M", help="row counts (M classes) finalists are swept at")
     parser.add_argument("--block-n", nargs="+", type=int, default=list(defaults.block_ns))
-    parser.add_argument("--block-k", nargs="+", type=int, default=list(defaults.block_ks),
-                        help="add 64 to also try BLOCK_K 64")
+    parser.add_argument("--block-k", nargs="+", type=int, default=None,
+                        help="BLOCK_K values to try (default: the family's FP32 promotion "
+                             "interval, 256 on sm90; 128 where the family has none)")
     parser.add_argument("--split-k", nargs="+", type=int, default=list(defaults.split_ks))
     parser.add_argument("--warps", nargs="+", type=int, default=list(defaults.warps))
     parser.add_argument("--stages", nargs="+", type=int, default=list(defaults.stages))
@@ -78,7 +79,7 @@ def _defaults():
 
     return SimpleNamespace(screen_ms=(1, 16, 128, 2048, 8192),
                            class_ms=(1, 16, 64, 128, 512, 2048, 8192),
-                           block_ns=(64, 128, 256), block_ks=(128,),
+                           block_ns=(64, 128, 256), block_ks=None,
                            split_ks=(1, 2, 3, 4, 6, 8), warps=(4, 8), stages=(3, 4, 5),
                            keep=3, check_ms=(1, 7, 16, 33, 64, 65, 127, 129),
                            check_big_m=4097, check_data=("dense", "stress"), warmup_ms=5.0,
@@ -90,7 +91,7 @@ def settings_from_args(args):
 
     return TuneSettings(
         family=args.family, screen_ms=tuple(args.screen_m), class_ms=tuple(args.m),
-        block_ns=tuple(args.block_n), block_ks=tuple(args.block_k),
+        block_ns=tuple(args.block_n), block_ks=tuple(args.block_k) if args.block_k else None,
         split_ks=tuple(args.split_k), warps=tuple(args.warps), stages=tuple(args.stages),
         keep=args.keep, budget_s=args.budget_s, check_ms=tuple(args.check_m),
         check_big_m=args.check_big_m, check_data=tuple(args.check_data),

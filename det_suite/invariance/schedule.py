@@ -1,20 +1,31 @@
 """det-suite's FP8 GEMM reduction schedule written out as plain fp32 torch arithmetic.
 
 `emulate_fp8_gemm` computes out = cast((sum_k a[m, k] * b[n, k]) * (a_scale * b_scale) + bias)
-in exactly the order the kernels promise (fp8_scaled_mm.py's docstring): K split into
-`split_k` chunks of `k_chunk` elements, BLOCK_K tiles visited in ascending order inside a
-chunk, each tile's products summed from zero in ascending k and added to the chunk's
-accumulator, chunks added to a zero-initialised total in ascending order, then scale, bias,
-cast - each a separate fp32 rounding.
+in the order the kernels promise (fp8_scaled_mm.py's docstring): K split into `split_k`
+chunks of `k_chunk` elements, BLOCK_K tiles visited in ascending order inside a chunk, each
+tile's products summed from zero in ascending k and added to the chunk's accumulator,
+chunks added to a zero-initialised total in ascending order, then scale, bias, cast - each
+a separate fp32 rounding.
 
-On Triton's interpreter with `det_suite.platform.gpu_faithful_interpreter.fixed_order_dot` active (the pytest
-plugin and the CLI install it), a tile's `tl.dot` is exactly that ordered fp32 sum, so every
-launch shape of the kernel (pointer, TMA, swapped operands; single pass, workspace with the
-fused fix-up or the reduce kernel) must equal this function bit for bit. A kernel that walks
-tiles, chunks or partials in any other order, masks a tail wrongly, or rounds its epilogue
-differently does not, on inputs built to expose reordering (`invariance.cases`' cancelling
-pairs). On a GPU the MMA unit sums a K step in its own order, so there the schedule is
-proved by invariance (kernel against kernel), never against this model.
+On Triton's interpreter, made GPU-faithful by `det_suite.platform.gpu_faithful_interpreter`
+(the interpreter switch, `platform.interpreter`, installs it in every process that runs the
+interpreter: library, CLI and pytest alike), a tile's `tl.dot` is exactly that ordered fp32
+sum, so every launch shape of the kernel (pointer, TMA, swapped operands; single pass,
+workspace with the fused fix-up or the reduce kernel) must equal this function bit for bit.
+A kernel that walks tiles, chunks or partials in any other order, masks a tail wrongly, or
+rounds its epilogue differently does not, on inputs built to expose reordering
+(`invariance.cases`' cancelling pairs). On a GPU the MMA unit sums a K step in its own order,
+so there the schedule is proved by invariance (kernel against kernel), never against this
+model.
+
+FP32 promotion (`LaunchConfig.promote_k`, policy/tiles.py's FAMILY_PROMOTE_K: every 128
+elements of K on SM90) is not modelled, and need not be: the interpreter ignores
+`max_num_imprecise_acc` (its tl.dot accumulates in fp32, with nothing to promote), so a
+tile is one ordered sum whatever its promote_k. On SM90 the interval divides BLOCK_K, so
+the promotion points fall inside tiles, at K offsets fixed by the family, never by M: they
+change how the MMA sums a tile, not the order tiles and chunks are combined, which is what
+this model states. At BLOCK_K 128 a tile is exactly one promotion group, summed from zero
+and added to the accumulator, the structure modelled here.
 
 `Schedule` also describes deliberate perturbations (reversed chunk or tile order, a different
 BLOCK_K or split count) so a test can show that its inputs see every such change.
@@ -46,7 +57,8 @@ class Schedule:
 
     @classmethod
     def of(cls, config: LaunchConfig, k: int) -> "Schedule":
-        """The schedule a launch config promises for a K (what every launch shape computes)."""
+        """The schedule a launch config promises for a K (what every launch shape computes).
+        `config.promote_k` is left out: it acts inside a tile (see the module docstring)."""
         return cls(block_k=config.block_k, k_chunk=config.k_chunk(k), split_k=config.split_k)
 
     def with_block_k(self, block_k: int, k: int) -> "Schedule":
@@ -95,8 +107,9 @@ class Schedule:
 
 
 def _tile_sum(a: torch.Tensor, b: torch.Tensor, lo: int, hi: int) -> torch.Tensor:
-    # One tl.dot under fixed_order_dot: products summed from zero in ascending k. Zero-filled
-    # tail elements add exact zeros to a sum that started at +0, so they are left out.
+    # One tl.dot on the GPU-faithful interpreter: products summed from zero in ascending k
+    # (max_num_imprecise_acc ignored, see above). Zero-filled tail elements add exact zeros
+    # to a sum that started at +0, so they are left out.
     total = torch.zeros(a.shape[0], b.shape[0], dtype=torch.float32)
     for k in range(lo, hi):
         total += a[:, k:k + 1] * b[:, k][None, :]

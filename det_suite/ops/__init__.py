@@ -1,6 +1,21 @@
 """Public ops: `fp8_linear`, `fp8_scaled_mm`, `quantize_fp8` (`ops.linear`), their argument
 checks (`ops.validation`), how each kernel is launched, as data (`ops.launch_spec`), and the
-launcher that binds that description to tensors (`ops.launch`)."""
+launcher that binds that description to tensors (`ops.launch`).
+
+Importing this package throws the interpreter switch first (`platform.interpreter.
+default_for_library`): Triton fixes compiled-vs-interpreted when its jitted modules are
+imported, which the imports below do, so on a torch without CUDA a plain
+`from det_suite.ops import fp8_linear` runs the kernels on the GPU-faithful interpreter.
+"""
+
+from det_suite.platform import interpreter as _interpreter
+
+# Importing must never fail: a Triton whose interpreter cannot be made GPU-faithful is
+# named by require_kernel_device at the first launch instead.
+try:
+    _interpreter.default_for_library()
+except Exception:  # noqa: BLE001 - see above
+    pass
 
 from det_suite.ops.launch import (Launcher, compile_kernel, launch_fp8_gemm, launch_quantize,
                                   run_kernel, split_k_counters)

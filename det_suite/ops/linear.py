@@ -28,22 +28,29 @@ def _policy_for(device: torch.device, policy: TilePolicy | None) -> TilePolicy:
     return policy if policy is not None else device_policy(device)
 
 
-def device_policy(device: torch.device) -> TilePolicy:
-    """The shipped table of `device`'s family, serving that device: shapes no entry names
-    get the family's generic rule for the device's SM count."""
+def device_policy(device: torch.device, table: TilePolicy | None = None) -> TilePolicy:
+    """`table` (default: the shipped table of `device`'s family) serving `device`: shapes
+    no entry names get the family's generic rule for the device's SM count (a pinned table,
+    e.g. `bench gemm --policy`, is served here too, so both size split-K alike)."""
     index = device.index
     if device.type == "cuda" and index is None:
         index = torch.cuda.current_device()
-    return _device_policy(device.type, index)
+    if table is None:
+        return _device_policy(device.type, index)
+    return table.on_device(_sm_count(device.type, index))
+
+
+@lru_cache(maxsize=None)
+def _sm_count(device_type: str, index: int | None) -> int | None:
+    if device_type != "cuda":
+        return None
+    return torch.cuda.get_device_properties(index).multi_processor_count
 
 
 @lru_cache(maxsize=None)
 def _device_policy(device_type: str, index: int | None) -> TilePolicy:
     device = torch.device(device_type, index) if index is not None else torch.device(device_type)
-    sm_count = None
-    if device.type == "cuda":
-        sm_count = torch.cuda.get_device_properties(device).multi_processor_count
-    return shipped_policy(device_family(device)).on_device(sm_count)
+    return shipped_policy(device_family(device)).on_device(_sm_count(device_type, index))
 
 
 def quantize_fp8(x: torch.Tensor, input_scale: torch.Tensor) -> torch.Tensor:

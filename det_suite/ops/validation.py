@@ -8,7 +8,7 @@ from typing import Literal
 
 import torch
 
-from det_suite.platform.interpreter import interpreter_active
+from det_suite.platform.interpreter import require_kernel_device
 
 ACTIVATION_DTYPES = (torch.bfloat16, torch.float16)
 FP8_DTYPE = torch.float8_e4m3fn
@@ -35,9 +35,7 @@ def require_same_device(tensors: dict[str, torch.Tensor | None]) -> torch.device
         if dev != first:
             raise ValueError(f"{name} is on {dev} but {first_name} is on {first}; "
                              "all tensors must be on one device")
-    if first.type != "cuda" and not interpreter_active() and first.type != "meta":
-        raise ValueError(f"{first_name} is on {first}; det-suite's kernels run on a CUDA "
-                         "device, or on the CPU only under TRITON_INTERPRET=1")
+    require_kernel_device(first_name, first)
     return first
 
 

@@ -8,8 +8,12 @@ the shapes it has seen (docs in the table notes) from three quantities:
   than the SM count leave SMs idle while each program streams a long K, so K is split into
   round(SMs / decode tiles) chunks (at least 2048 elements each, at most 8), but only once
   K >= 8192: below that, measured split-K lost to its partial-sum traffic.
-- N >= 16384 (gate/up projections): wide 128 x 256 tiles for 33 <= M <= 256.
+- the middle class (33 <= M <= 256) by N: 64 x 64 tiles up to N = 4096 (enough programs
+  to fill the GPU), 128 x 128 on two warpgroups from N = 8192, 64 x 128 between; above
+  M = 256 every shape takes 128 x 128 on two warpgroups. Decode tiles pipeline deeper on
+  long K (6 stages from K = 8192) and shallower on wide N (3 from N = 16384).
 - split K: small-M tiles realise the split with a workspace, large-M tiles in registers.
+- BLOCK_K 256, SM90's promotion interval: one promotion point per loop iteration.
 
 SPLIT_K and BLOCK_K follow (N, K, SM count) only, so M still never changes the reduction
 schedule; the SM count is fixed for a device, so one GPU always runs one schedule per shape
@@ -19,6 +23,7 @@ reports record the SM count beside the family).
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import lru_cache
 
 from det_suite.policy.tiles import TableEntry, promotion_k
@@ -28,6 +33,7 @@ MIN_SPLIT_K = 8192        # K below this: one chunk
 MIN_CHUNK_K = 2048
 MAX_SPLIT = 8
 WIDE_N = 16384
+BLOCK_K = 256  # SM90's promotion interval (policy/tiles.py): one promotion per K step
 
 # Families with a rule; the others serve unnamed shapes with their table's default entry.
 RULE_FAMILIES = ("sm90",)
@@ -42,35 +48,27 @@ def split_for(n: int, k: int, sm_count: int) -> int:
 
 
 def _sm90_tiles(n: int, k: int, split: int) -> list[dict]:
-    swap = dict(block_n=64, num_warps=4, use_tma=True, swap_ab=True)
-    if split > 1:
-        return [
-            dict(max_m=16, block_m=16, num_stages=8, use_workspace=True, **swap),
-            dict(max_m=32, block_m=32, num_stages=8, use_workspace=True, **swap),
-            dict(max_m=256, block_m=64, block_n=128, num_warps=4, num_stages=8, use_tma=True,
-                 use_workspace=True),
-            dict(max_m=1024, block_m=128, block_n=128, num_warps=8, num_stages=4, use_tma=True),
-            dict(max_m=None, block_m=128, block_n=256, num_warps=8, num_stages=3, use_tma=True),
-        ]
-    decode = dict(max_m=16, block_m=16, num_stages=4, **swap)
-    if k % 256 == 0 and n < WIDE_N:
-        # Two 128-element K steps per loop iteration and an early launch measured faster on
-        # single-wave decode grids; the chunks and the promotion points are unchanged.
-        decode.update(block_k=256, use_pdl=True)
-    tiles = [decode, dict(max_m=32, block_m=32, num_stages=4, **swap)]
-    if n >= WIDE_N:
-        tiles += [dict(max_m=256, block_m=128, block_n=256, num_warps=8, num_stages=4,
-                       use_tma=True),
-                  dict(max_m=1024, block_m=128, block_n=128, num_warps=8, num_stages=3,
-                       use_tma=True)]
+    # Measured with FP32 promotion every 256 on the H200 (tools/promotion_sweep.py, twelve
+    # shapes, M = 1..8192): the MMA pipeline drains at each promotion point, so tiles win
+    # that keep two warpgroups busy (128 x 128 on 8 warps) once M fills them.
+    ws = {"use_workspace": True} if split > 1 else {}
+    decode_stages = 3 if n >= WIDE_N else (6 if k >= MIN_SPLIT_K else 4)
+    swap = dict(block_n=64, num_warps=4, num_stages=decode_stages, use_tma=True, swap_ab=True,
+                **ws)
+    decode = dict(max_m=16, block_m=16, **swap)
+    if split == 1 and n < WIDE_N:
+        # An early launch measured faster on single-wave decode grids; moves the launch only.
+        decode["use_pdl"] = True
+    if n <= 4096:
+        mid = dict(block_m=64, block_n=64, num_warps=4, num_stages=4)
+    elif n >= 8192:
+        mid = dict(block_m=128, block_n=128, num_warps=8, num_stages=3)
     else:
-        tiles += [dict(max_m=256, block_m=64, block_n=128, num_warps=4, num_stages=4,
-                       use_tma=True),
-                  dict(max_m=1024, block_m=64, block_n=128, num_warps=4, num_stages=3,
-                       use_tma=True)]
-    tiles.append(dict(max_m=None, block_m=128, block_n=128, num_warps=4 if n >= WIDE_N else 8,
-                      num_stages=3, use_tma=True))
-    return tiles
+        mid = dict(block_m=64, block_n=128, num_warps=4, num_stages=4)
+    return [decode,
+            dict(max_m=32, block_m=32, **swap),
+            dict(max_m=256, use_tma=True, **mid, **ws),
+            dict(max_m=None, block_m=128, block_n=128, num_warps=8, num_stages=3, use_tma=True)]
 
 
 @lru_cache(maxsize=1024)
@@ -85,10 +83,10 @@ def generic_entry(family: str, n: int, k: int, sm_count: int) -> TableEntry | No
         raise ValueError(f"generic_entry: N, K and sm_count must be >= 1; got {n}, {k}, "
                          f"{sm_count}")
     split = split_for(n, k, sm_count)
-    # A split needs whole 128-element tiles per chunk: fall back to one chunk where K has
+    # A split needs whole BLOCK_K tiles per chunk: fall back to fewer chunks where K has
     # fewer tiles than chunks would need (parse_entry rejects empty chunks).
-    split = min(split, -(-k // 128))
-    raw = dict(block_n=128, block_k=128, split_k=split, group_m=8,
+    split = min(split, -(-k // BLOCK_K))
+    raw = dict(block_n=128, block_k=BLOCK_K, split_k=split, group_m=8,
                m_tiles=_sm90_tiles(n, k, split))
     entry = parse_entry(raw, f"generic rule {family} {n}x{k} ({sm_count} SMs)", n, k)
-    return TableEntry(**{**entry.__dict__, "promote_k": promotion_k(family)})
+    return replace(entry, promote_k=promotion_k(family))

@@ -18,7 +18,11 @@ SWAP_FALLBACK_BLOCK_M = 64
 # the interval, so a family with an interval needs BLOCK_K multiples of it (checked at load).
 # SM89/SM120 mma.sync and SM100 tcgen05 take no interval here: Triton applies none there
 # (`max_num_imprecise_acc` is a wgmma-only option); their accuracy is measured, not assumed.
-FAMILY_PROMOTE_K = {"sm90": 128}
+# SM90 promotes every 256, not 128: on the H200 both measured within 1.003x of cuBLAS
+# default's error against fp64 at K up to 28672 (docs/evidence: promotion probe), while
+# Triton drains the MMA pipeline at each promotion point, so 256 halves those stalls
+# (decode geomean vs torch._scaled_mm 0.99 against 1.15 with 128; tools/promotion_sweep.py).
+FAMILY_PROMOTE_K = {"sm90": 256}
 
 
 def promotion_k(family: str) -> int | None:

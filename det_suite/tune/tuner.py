@@ -40,7 +40,8 @@ class TuneSettings:
     screen_ms: tuple[int, ...] = SCREEN_MS
     class_ms: tuple[int, ...] = CLASS_MS
     block_ns: tuple[int, ...] = BLOCK_N_CHOICES
-    block_ks: tuple[int, ...] = BLOCK_K_CHOICES
+    # None: the family's FP32 promotion interval where it has one, else BLOCK_K_CHOICES.
+    block_ks: tuple[int, ...] | None = None
     split_ks: tuple[int, ...] = SPLIT_K_CHOICES
     warps: tuple[int, ...] = WARP_CHOICES
     stages: tuple[int, ...] = STAGE_CHOICES
@@ -62,6 +63,12 @@ class TuneSettings:
     def validate(self) -> "TuneSettings":
         validate_family(self.family)
         problems = []
+        promote = promotion_k(self.family)
+        if self.block_ks is None:
+            self.block_ks = (promote,) if promote else BLOCK_K_CHOICES
+        elif promote and any(int(b) % promote for b in self.block_ks):
+            problems.append(f"block_ks must be multiples of {self.family}'s FP32 promotion "
+                            f"interval ({promote}); got {list(self.block_ks)}")
         for name in ("screen_ms", "class_ms", "block_ns", "block_ks", "split_ks", "warps",
                      "stages", "check_ms"):
             values = getattr(self, name)

@@ -18,6 +18,7 @@ import pytest
 import torch
 
 import det_suite
+from det_suite.ops import fp8_linear, fp8_scaled_mm, quantize_fp8
 from det_suite.platform import gpu_faithful_interpreter, interpreter
 from det_suite.platform.interpreter import INTERPRET_ENV, LIBRARY_ANNOUNCE
 
@@ -70,12 +71,67 @@ def test_library_chooses_the_interpreter_on_a_torch_without_cuda_and_says_so_onc
     assert (result, stderr.count(LIBRARY_ANNOUNCE)) == (EXPECTED, 1)
 
 
-@pytest.mark.xfail(strict=True, reason="needs det_suite/ops/__init__.py to call "
-                   "platform.interpreter.default_for_library() before its other imports "
-                   "(lead's change, see issue 10 report); remove this mark then")
 def test_importing_the_ops_on_a_torch_without_cuda_is_enough():
     result, stderr = run_user_script(AS_CPU_ONLY_TORCH, interpret=None)
     assert (result, stderr.count(LIBRARY_ANNOUNCE)) == (EXPECTED, 1)
+
+
+def test_importing_det_suite_chooses_nothing_and_imports_no_triton():
+    """`import det_suite` stays cheap: only importing the ops throws the switch."""
+    env = {k: v for k, v in os.environ.items() if k != INTERPRET_ENV}
+    script = ("import json, os, sys; import det_suite; print(json.dumps(["
+              f"'triton' in sys.modules, 'torch' in sys.modules, "
+              f"os.environ.get({INTERPRET_ENV!r})]))")
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True,
+                          text=True, timeout=120)
+    assert (done.returncode, json.loads(done.stdout), done.stderr) == (0, [False, False, None], "")
+
+
+# An interpreter det-suite cannot make GPU-faithful (a future Triton's changed shape).
+UNPATCHABLE_TRITON = f"""
+import json, torch
+{AS_CPU_ONLY_TORCH}
+from det_suite.platform import gpu_faithful_interpreter
+def changed_shape():
+    raise RuntimeError("this Triton's interpreter has changed shape")
+gpu_faithful_interpreter._interpreter_module = changed_shape
+from det_suite.ops import quantize_fp8
+try:
+    quantize_fp8(torch.zeros(2, 32, dtype=torch.bfloat16), torch.ones(()))
+    print(json.dumps(None))
+except RuntimeError as exc:
+    print(json.dumps(str(exc)))
+"""
+
+
+def test_importing_the_ops_never_fails_and_the_first_launch_says_why():
+    env = {k: v for k, v in os.environ.items() if k != INTERPRET_ENV}
+    done = subprocess.run([sys.executable, "-c", UNPATCHABLE_TRITON], env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout.strip().splitlines()[-1]) == \
+        "this Triton's interpreter has changed shape"
+
+
+# The ops' one device check is the interpreter switch's (require_kernel_device): its
+# message, naming the op's first tensor argument. Operands: bf16 x, its FP8 a, FP8 weight.
+OP_CALLS = {
+    "quantize_fp8": ("x", lambda x, a, w, one: quantize_fp8(x, one)),
+    "fp8_linear": ("x", lambda x, a, w, one: fp8_linear(x, w, one, one)),
+    "fp8_scaled_mm": ("a", lambda x, a, w, one: fp8_scaled_mm(a, w, one, one)),
+}
+
+
+@pytest.mark.parametrize("op", list(OP_CALLS))
+def test_ops_refuse_cpu_tensors_with_the_switchs_explanation(monkeypatch, op):
+    name, call = OP_CALLS[op]
+    x = torch.ones(2, 32, dtype=torch.bfloat16)
+    a, w = x.to(torch.float8_e4m3fn), torch.ones(16, 32).to(torch.float8_e4m3fn)
+    monkeypatch.setenv(INTERPRET_ENV, "0")
+    with pytest.raises(ValueError, match=rf"^{name} is on cpu; det-suite's kernels run on a "
+                                         rf"CUDA device, or on the CPU under Triton's "
+                                         rf"interpreter, which TRITON_INTERPRET='0' turns off"):
+        call(x, a, w, torch.ones(()))
 
 
 # ---------------------------------------------------------------- the switch's decisions

@@ -6,6 +6,7 @@ one test id per (family, shape, stages, M, dtype, bias, layout) case.
 
 import functools
 from dataclasses import replace
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -37,6 +38,13 @@ GPU_STAGES = (2, 3)
 GPU_FULL_M = 4097
 CPU_SUFFIX_M = (1, 2, 15, 16, 17, 31, 32, 33, 127, 128, 129)
 CPU_FULL_M = 160
+# SM90's launch shapes (TMA, split-K fix-ups, swapped operands) compared on the family's own
+# tiles: BLOCK_K is a multiple of its FP32 promotion interval (128, policy/tiles.py
+# FAMILY_PROMOTE_K), so the configs run on an H200 exactly as shipped. K=208 is two tiles,
+# the second an 80-wide masked tail (three ways it leaves a chunk empty); K=1024 is eight
+# tiles, split 2 and 4 ways evenly and 3 ways unevenly (3, 3, 2).
+SM90_BLOCK_K = 128
+SM90_SHAPES = [pytest.param(96, 208, id="n96-k208-tail"), pytest.param(64, 1024, id="n64-k1024")]
 
 
 def reference(x, layer):
@@ -102,6 +110,24 @@ def test_empty_batch_returns_empty_output(device):
     x = torch.empty(0, 128, dtype=torch.bfloat16, device=device)
     y = fp8_linear(x, layer.weight, layer.weight_scale, layer.input_scale)
     assert y.shape == (0, 64) and y.dtype == torch.bfloat16
+
+
+@pytest.mark.parametrize("device_type,sm_count", [("cuda", 132), ("cpu", None)],
+                         ids=["cuda-device", "cpu"])
+def test_device_policy_serves_a_given_table_on_the_devices_sm_count(monkeypatch, device_type,
+                                                                    sm_count):
+    """A user's table (`bench gemm --policy-file`) serves the device as the shipped one does:
+    shapes it does not name take the generic rule for the device's SM count (the CUDA device
+    is faked, so the lookup itself is what runs)."""
+    import det_suite.ops.linear as linear
+
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    monkeypatch.setattr(torch.cuda, "get_device_properties",
+                        lambda index: SimpleNamespace(multi_processor_count=132))
+    monkeypatch.setattr(linear, "_sm_count", functools.lru_cache(linear._sm_count.__wrapped__))
+    served = linear.device_policy(torch.device(device_type), shipped_policy("sm90"))
+    origin = "rule" if sm_count else "default"
+    assert (served.sm_count, served.entry_origin(96, 208)) == (sm_count, origin)
 
 
 def det_suite_linear(num_stages=None, policy=None):
@@ -174,12 +200,15 @@ def test_workspace_and_single_pass_split_k_bit_exact(split_k, device):
     assert torch.equal(outs[0], outs[1])
 
 
-def test_launch_shape_comparison_flags_another_split(device):
+@pytest.mark.parametrize("family,n,k,block_k", [
+    pytest.param("sm120", 64, 512, 64, id="sm120-k512-bk64"),
+    pytest.param("sm90", 64, 1024, SM90_BLOCK_K, id="sm90-k1024-bk128")])
+def test_launch_shape_comparison_flags_another_split(family, n, k, block_k, device):
     """Counterpart of the kernel-against-kernel comparisons in this file: on these inputs a
     3-way split and a 4-way split of the same K differ, so a launch shape that split or
     combined differently from its partner would be flagged."""
-    problem, _, a = _stress_layer(64, 512, 40, device)
-    base = replace(shipped_policy("sm120").select(40, 64, 512), block_k=64,
+    problem, _, a = _stress_layer(n, k, 40, device)
+    base = replace(shipped_policy(family).select(40, n, k), block_k=block_k,
                    use_workspace=True)
     assert not torch.equal(_gemm(a, problem, replace(base, split_k=3)),
                            _gemm(a, problem, replace(base, split_k=4)))
@@ -350,13 +379,12 @@ def test_gpu_seed_table_m_dependence_is_detected_on_sm90(bit_exact):
 
 @pytest.mark.parametrize("split_k,use_workspace", [(1, False), (2, False), (2, True)],
                          ids=["unsplit", "split2-single-pass", "split2-workspace"])
-@pytest.mark.parametrize("n,k", [pytest.param(96, 80, id="n96-k80-tail"),
-                                 pytest.param(64, 512, id="n64-k512")])
+@pytest.mark.parametrize("n,k", SM90_SHAPES)
 def test_tma_and_pointer_loads_bit_exact(n, k, split_k, use_workspace, device):
     """TMA changes how tiles are fetched, never the arithmetic (zero fill == masked loads)."""
     problem, _, a = _stress_layer(n, k, 70, device)
-    base = replace(shipped_policy("sm90").select(70, n, k), block_k=64, split_k=split_k,
-                   use_workspace=use_workspace)
+    base = replace(shipped_policy("sm90").select(70, n, k), block_k=SM90_BLOCK_K,
+                   split_k=split_k, use_workspace=use_workspace)
     outs = [_gemm(a, problem, replace(base, use_tma=tma)) for tma in (False, True)]
     assert torch.equal(outs[0], outs[1])
 
@@ -367,9 +395,9 @@ def test_tma_and_pointer_loads_bit_exact(n, k, split_k, use_workspace, device):
 def test_split_k_fixup_variants_bit_exact_with_single_pass(fixup, tma, split_k, device):
     """Last-arriving-program fix-up, separate reduction kernel and in-register chunk loop
     are three launch shapes of one schedule."""
-    problem, _, a = _stress_layer(96, 512, 40, device)
-    base = replace(shipped_policy("sm90").select(40, 96, 512), block_k=64, split_k=split_k,
-                   use_tma=tma)
+    problem, _, a = _stress_layer(96, 1024, 40, device)
+    base = replace(shipped_policy("sm90").select(40, 96, 1024), block_k=SM90_BLOCK_K,
+                   split_k=split_k, use_tma=tma)
     single = _gemm(a, problem, replace(base, use_workspace=False))
     split = _gemm(a, problem, replace(base, use_workspace=True, fused_fixup=fixup == "fused"))
     assert torch.equal(single, split)
@@ -379,15 +407,14 @@ def test_split_k_fixup_variants_bit_exact_with_single_pass(fixup, tma, split_k, 
     (1, False, True), (3, False, True), (3, True, True), (3, True, False)],
     ids=["unsplit", "split3-single-pass", "split3-fused-fixup", "split3-reduce-kernel"])
 @pytest.mark.parametrize("m", [1, 5, 17, 40])
-@pytest.mark.parametrize("n,k", [pytest.param(96, 80, id="n96-k80-tail"),
-                                 pytest.param(64, 512, id="n64-k512")])
+@pytest.mark.parametrize("n,k", SM90_SHAPES)
 def test_swapped_operands_bit_exact_with_unswapped(n, k, m, split_k, use_workspace, fused,
                                                     device):
     """A swapped tile (weight on the MMA's row side, BLOCK_M tokens on its narrow side)
     gives the unswapped tile's bits. On a GPU this is the claim about the MMA unit the
     sm90 table relies on; under the interpreter it checks indexing, masks and transposes."""
     problem, _, a = _stress_layer(n, k, m, device)
-    base = replace(shipped_policy("sm90").select(200, n, k), block_k=64, block_n=64,
+    base = replace(shipped_policy("sm90").select(200, n, k), block_k=SM90_BLOCK_K, block_n=64,
                    split_k=split_k, use_workspace=use_workspace, fused_fixup=fused,
                    use_tma=True)
     unswapped = _gemm(a, problem, replace(base, block_m=64))
@@ -400,7 +427,8 @@ def test_swapped_tile_on_unaligned_operands_runs_the_64_row_pointer_kernel(devic
     the pointer kernel with wgmma's 64 rows (never a 16-row mma.sync tile), same bits."""
     from det_suite.ops import gemm_launch_spec
 
-    config = replace(shipped_policy("sm90").select(1, 4096, 4096), block_k=64, block_n=64)
+    config = replace(shipped_policy("sm90").select(1, 4096, 4096), block_k=SM90_BLOCK_K,
+                     block_n=64)
     assert config.swap_ab and config.block_m < 64
     spec = gemm_launch_spec(config, 3, 64, 256, has_bias=False, use_tma=False)
     kernel = spec.calls[0]
@@ -520,6 +548,6 @@ def test_pdl_tile_gives_the_plain_tiles_bits(device):
     has no griddepcontrol, so the wait's place is checked in the PTX instead
     (test_ptx_grid_dependency.py) and the race on the GPU (the PDL chain test above)."""
     problem, _, a = _stress_layer(64, 256, 3, device)
-    config = replace(shipped_policy("sm90").select(1, 4096, 4096), block_k=128)
+    config = replace(shipped_policy("sm90").select(1, 4096, 4096), block_k=SM90_BLOCK_K)
     outs = [_gemm(a, problem, replace(config, use_pdl=pdl)) for pdl in (True, False)]
     assert torch.equal(outs[0], outs[1])

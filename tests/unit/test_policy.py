@@ -163,30 +163,32 @@ def test_launch_features_are_limited_to_families_that_have_them(family, flag, ma
 
 @pytest.mark.parametrize("flag", ["use_pdl", "swap_ab"])
 def test_launch_features_parse_on_sm90(flag):
-    raw = _table(m_tiles=[{"max_m": None, "block_m": 64, "num_warps": 4, "num_stages": 8,
-                           "use_tma": True, flag: True}])
+    raw = _table(block_k=256, m_tiles=[{"max_m": None, "block_m": 64, "num_warps": 4,
+                                        "num_stages": 8, "use_tma": True, flag: True}])
     raw["family"] = "sm90"
     assert getattr(parse_policy(raw, "candidate.json").select(1, 64, 128), flag) is True
 
 
 def _entry_with_tile_block_k(block_k, *, k=4096, split_k=2):
-    raw = _table(m_tiles=[{"max_m": 16, "block_m": 16, "num_warps": 4, "num_stages": 3,
+    # SM90 entries step K by its promotion interval (256); a tile may take whole multiples.
+    raw = _table(block_k=256,
+                 m_tiles=[{"max_m": 16, "block_m": 16, "num_warps": 4, "num_stages": 3,
                            "use_tma": True, "swap_ab": True, "block_k": block_k},
                           {"max_m": None, "block_m": 128, "num_warps": 4, "num_stages": 3}])
     raw["family"] = "sm90"
     raw["entries"] = [dict(raw["default"], n=4096, k=k, split_k=split_k)]
-    raw["default"] = _table()["default"]
+    raw["default"] = _table(block_k=256)["default"]
     return raw
 
 
 def test_tile_block_k_override_keeps_the_schedule():
-    policy = parse_policy(_entry_with_tile_block_k(256), "candidate.json")
+    policy = parse_policy(_entry_with_tile_block_k(512), "candidate.json")
     small, large = policy.select(1, 4096, 4096), policy.select(4096, 4096, 4096)
-    assert (small.block_k, large.block_k) == (256, 128)
+    assert (small.block_k, large.block_k) == (512, 256)
     assert small.reduction_schedule(4096) == large.reduction_schedule(4096)
 
 
-@pytest.mark.parametrize("block_k,k,split_k", [(256, 4224, 1), (256, 4096, 3), (96, 4096, 2)],
+@pytest.mark.parametrize("block_k,k,split_k", [(512, 4352, 1), (512, 4608, 2), (384, 4096, 2)],
                          ids=["k-not-multiple", "chunks-move", "not-pow2"])
 def test_tile_block_k_override_that_moves_the_schedule_is_rejected(block_k, k, split_k):
     with pytest.raises(ValueError, match="m_tile block_k"):

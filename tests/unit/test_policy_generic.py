@@ -37,8 +37,8 @@ def test_rule_entries_pass_the_table_validation(shape):
     n, k = shape
     entry = generic_entry("sm90", n, k, H200_SMS)
     raw = {"family": "sm90", "default": json.loads(json.dumps(
-        {"block_n": 128, "block_k": 128, "m_tiles": [
-            {"max_m": None, "block_m": 128, "num_warps": 4, "num_stages": 3}]})),
+        {"block_n": 128, "block_k": 256, "m_tiles": [
+            {"max_m": None, "block_m": 128, "num_warps": 8, "num_stages": 3}]})),
         "entries": [{"n": n, "k": k, "block_n": entry.block_n, "block_k": entry.block_k,
                      "split_k": entry.split_k, "group_m": entry.group_m,
                      "m_tiles": [dict(t.__dict__) for t in entry.m_tiles]}]}
@@ -96,7 +96,7 @@ def test_every_tile_of_a_family_carries_its_promotion_interval(family):
                 == promotion_k(family)
 
 
-@pytest.mark.parametrize("family,expected", [("sm90", 128), ("sm120", None), ("sm89", None),
+@pytest.mark.parametrize("family,expected", [("sm90", 256), ("sm120", None), ("sm89", None),
                                              ("sm100", None), ("default", None)])
 def test_promotion_reaches_the_kernel_as_a_constexpr(family, expected):
     config = shipped_policy(family).select(16, 4096, 4096)
@@ -104,7 +104,7 @@ def test_promotion_reaches_the_kernel_as_a_constexpr(family, expected):
     assert dict(spec.calls[0].constexprs)["PROMOTE_K"] == expected
 
 
-@pytest.mark.parametrize("block_k", [64, 32], ids=["bk64", "bk32"])
+@pytest.mark.parametrize("block_k", [128, 64], ids=["bk128", "bk64"])
 def test_sm90_tables_reject_block_k_shorter_than_the_promotion_interval(block_k):
     raw = {"family": "sm90", "default": {"block_n": 128, "block_k": block_k, "m_tiles": [
         {"max_m": None, "block_m": 64, "num_warps": 4, "num_stages": 3}]}}

@@ -199,9 +199,9 @@ def test_mixed_table_on_sm90_groups_block_m_by_instruction(tmp_path):
 # Distinct BLOCK_M / BLOCK_N / BLOCK_K so descriptor block shapes cannot be confused.
 VARIANT_TABLE = {
     "family": "sm90", "expected_mma": "wgmma m64nNk32 e4m3",
-    "default": {"block_n": 32, "block_k": 128, "split_k": 1, "group_m": 8, "m_tiles": [
+    "default": {"block_n": 32, "block_k": 256, "split_k": 1, "group_m": 8, "m_tiles": [
         {"max_m": None, "block_m": 64, "num_warps": 4, "num_stages": 3, "use_tma": True}]},
-    "entries": [{"n": 4096, "k": 12288, "block_n": 32, "block_k": 128, "split_k": 4,
+    "entries": [{"n": 4096, "k": 12288, "block_n": 32, "block_k": 256, "split_k": 4,
                  "m_tiles": [
                      {"max_m": 16, "block_m": 64, "num_warps": 4, "num_stages": 3,
                       "use_workspace": True, "use_tma": True},
@@ -618,8 +618,9 @@ def test_instruction_table_is_plain_json_data():
 
 def test_markdown_lists_each_tile(shipped):
     text = shipped.to_markdown()
-    last = shipped_policy("sm90").default.select(1 << 20)
-    assert (f"| sm_90 | sm90 | primary | default | >=4097 | {last.block_m} | {last.block_n} | "
+    default = shipped_policy("sm90").default
+    last, low = default.select(1 << 20), default.m_tiles[-2].max_m + 1
+    assert (f"| sm_90 | sm90 | primary | default | >={low} | {last.block_m} | {last.block_n} | "
             f"{last.num_warps} |") in text
 
 

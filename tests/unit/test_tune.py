@@ -191,7 +191,7 @@ def test_rank_reductions_prefers_the_lowest_geomean_and_puts_gaps_last():
 
 
 def test_make_entry_round_trips_through_the_policy_parser(tmp_path):
-    entry = make_entry(4096, 12288, Reduction(64, 128, 4),
+    entry = make_entry(4096, 12288, Reduction(64, 256, 4),
                        build_m_tiles({1: Variant(64, 4, 4, True, True),
                                       2048: Variant(128, 8, 3)}))
     path = tmp_path / "p.json"

@@ -117,6 +117,7 @@ def bench_gemm(settings: GemmBenchSettings, *,
 
     import torch
 
+    from det_suite.ops.linear import device_policy
     from det_suite.platform.family import device_family
     from det_suite.policy import load_policy_file
     from det_suite.reports.environment import environment
@@ -127,9 +128,7 @@ def bench_gemm(settings: GemmBenchSettings, *,
             policy = config_policy(plan.config_fields, family)
         elif settings.policy_file:
             # A user's table serves this device: shapes it does not name take the rule.
-            policy = load_policy_file(settings.policy_file).on_device(
-                torch.cuda.get_device_properties(torch.cuda.current_device())
-                .multi_processor_count)
+            policy = device_policy(torch.device("cuda"), load_policy_file(settings.policy_file))
         else:
             policy = None
     except (OSError, ValueError, KeyError) as exc:

@@ -121,7 +121,11 @@ def headline(folder: str | Path) -> dict:
         "bench_accuracy": None if graph.get("worst_error_ratio") is None else {
             "worst": _fixed(graph["worst_error_ratio"], 2),
             "worst_cell": f"{graph['worst_error_shape']} M={graph['worst_error_m']}",
-            "gate": bench["gate"].get("max_error_ratio")},
+            "gate": bench["gate"].get("max_error_ratio"),
+            # What the benchmarked launches promoted at (one value: a family constant).
+            "promote_k": sorted({c["config"].get("promote_k")
+                                 for c in bench["modes"]["graph"]["cells"]},
+                                key=str)},
         "bench_no_pdl": {"geomean": _fixed(no_pdl_graph["geomean_ratio"]),
                          "worst_floor": _fixed(no_pdl_graph["worst_floor_ratio"], 2),
                          "worst_floor_cell": f"{no_pdl_graph['worst_floor_shape']} "
@@ -171,7 +175,8 @@ def render_markdown(h: dict, folder: str) -> str:
             f"operands (positive means, so partial sums grow with K) at most "
             f"**{h['bench_accuracy']['worst']}x** `torch._scaled_mm`'s default accumulation "
             f"({h['bench_accuracy']['worst_cell']}; gate {h['bench_accuracy']['gate']}x): FP32 "
-            f"promotion every 128 elements of K."]),
+            f"promotion every {' / '.join(map(str, h['bench_accuracy']['promote_k']))} "
+            f"elements of K."]),
         f"- GPU pytest with `--det-require=gpu,sm90`, nothing deselected: {t['passed']} "
         f"passed, {t['failures']} failed, {t['errors']} errors, {t['skipped']} not run "
         "(skipped by marker: perf or slow opt-in, another GPU family).",

@@ -375,7 +375,7 @@ def test_parse_config_spec_rejects(spec):
 
 
 def test_config_policy_serves_the_pinned_config_for_every_shape_and_m():
-    fields = parse_config_spec("block_m=64,block_n=128,block_k=128,split_k=2,use_workspace=1")
+    fields = parse_config_spec("block_m=64,block_n=128,block_k=256,split_k=2,use_workspace=1")
     policy = config_policy(fields, "sm90")
     configs = {policy.select(m, n, k) for m in (1, 8192) for n, k in ((4096, 4096),
                                                                       (24576, 4096))}

@@ -16,6 +16,7 @@ from det_suite.invariance.cases import SHAPE_PRESETS, apply_layout, stress_opera
 from det_suite.invariance.providers import control_provider
 from det_suite.ops import fp8_linear, fp8_scaled_mm, quantize_fp8
 from det_suite.policy import shipped_policy
+from det_suite.policy.tiles import promotion_k
 from det_suite.models.synthetic_linear import make_activations, make_fp8_linear
 from det_suite.pytest_plugin.families import family_cases
 
@@ -39,12 +40,14 @@ GPU_FULL_M = 4097
 CPU_SUFFIX_M = (1, 2, 15, 16, 17, 31, 32, 33, 127, 128, 129)
 CPU_FULL_M = 160
 # SM90's launch shapes (TMA, split-K fix-ups, swapped operands) compared on the family's own
-# tiles: BLOCK_K is a multiple of its FP32 promotion interval (128, policy/tiles.py
-# FAMILY_PROMOTE_K), so the configs run on an H200 exactly as shipped. K=208 is two tiles,
-# the second an 80-wide masked tail (three ways it leaves a chunk empty); K=1024 is eight
-# tiles, split 2 and 4 ways evenly and 3 ways unevenly (3, 3, 2).
-SM90_BLOCK_K = 128
-SM90_SHAPES = [pytest.param(96, 208, id="n96-k208-tail"), pytest.param(64, 1024, id="n64-k1024")]
+# tiles: BLOCK_K is its FP32 promotion interval (policy/tiles.py FAMILY_PROMOTE_K), so the
+# configs run on an H200 exactly as shipped. K = BLOCK_K + 80 is two tiles, the second an
+# 80-wide masked tail (three ways it leaves a chunk empty); K = 8 * BLOCK_K is eight tiles,
+# split 2 and 4 ways evenly and 3 ways unevenly (3, 3, 2).
+SM90_BLOCK_K = promotion_k("sm90")
+SM90_TAIL_K, SM90_EIGHT_TILES_K = SM90_BLOCK_K + 80, 8 * SM90_BLOCK_K
+SM90_SHAPES = [pytest.param(96, SM90_TAIL_K, id="n96-k-tail"),
+               pytest.param(64, SM90_EIGHT_TILES_K, id="n64-k-eight-tiles")]
 
 
 def reference(x, layer):
@@ -127,7 +130,7 @@ def test_device_policy_serves_a_given_table_on_the_devices_sm_count(monkeypatch,
     monkeypatch.setattr(linear, "_sm_count", functools.lru_cache(linear._sm_count.__wrapped__))
     served = linear.device_policy(torch.device(device_type), shipped_policy("sm90"))
     origin = "rule" if sm_count else "default"
-    assert (served.sm_count, served.entry_origin(96, 208)) == (sm_count, origin)
+    assert (served.sm_count, served.entry_origin(96, SM90_TAIL_K)) == (sm_count, origin)
 
 
 def det_suite_linear(num_stages=None, policy=None):
@@ -202,7 +205,7 @@ def test_workspace_and_single_pass_split_k_bit_exact(split_k, device):
 
 @pytest.mark.parametrize("family,n,k,block_k", [
     pytest.param("sm120", 64, 512, 64, id="sm120-k512-bk64"),
-    pytest.param("sm90", 64, 1024, SM90_BLOCK_K, id="sm90-k1024-bk128")])
+    pytest.param("sm90", 64, SM90_EIGHT_TILES_K, SM90_BLOCK_K, id="sm90-eight-tiles")])
 def test_launch_shape_comparison_flags_another_split(family, n, k, block_k, device):
     """Counterpart of the kernel-against-kernel comparisons in this file: on these inputs a
     3-way split and a 4-way split of the same K differ, so a launch shape that split or
@@ -395,8 +398,8 @@ def test_tma_and_pointer_loads_bit_exact(n, k, split_k, use_workspace, device):
 def test_split_k_fixup_variants_bit_exact_with_single_pass(fixup, tma, split_k, device):
     """Last-arriving-program fix-up, separate reduction kernel and in-register chunk loop
     are three launch shapes of one schedule."""
-    problem, _, a = _stress_layer(96, 1024, 40, device)
-    base = replace(shipped_policy("sm90").select(40, 96, 1024), block_k=SM90_BLOCK_K,
+    problem, _, a = _stress_layer(96, SM90_EIGHT_TILES_K, 40, device)
+    base = replace(shipped_policy("sm90").select(40, 96, SM90_EIGHT_TILES_K), block_k=SM90_BLOCK_K,
                    split_k=split_k, use_tma=tma)
     single = _gemm(a, problem, replace(base, use_workspace=False))
     split = _gemm(a, problem, replace(base, use_workspace=True, fused_fixup=fixup == "fused"))

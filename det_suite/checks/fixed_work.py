@@ -49,8 +49,9 @@ class OutputSet:
 def _gsm8k(payload: dict, source: str) -> OutputSet:
     s, platform = payload.get("settings", {}), payload.get("key", {}).get("platform", {})
     where = platform.get("gpu_family") or platform.get("device") or "?"
-    label = (f"{s.get('backend')} {s.get('mode')} {s.get('engine')} batch {s.get('batch_size')} "
-             f"on {where}, {s.get('model')}")
+    stages = "" if s.get("fp8_stages") is None else f" fp8 stages {s['fp8_stages']}"
+    label = (f"{s.get('backend')} {s.get('mode')}{stages} {s.get('engine')} batch "
+             f"{s.get('batch_size')} on {where}, {s.get('model')}")
     outputs = {}
     for r in payload["rows"]:
         key = f"row {r['row']}"

@@ -71,6 +71,7 @@ class CheckSettings:
     batch_size: int | None = None
     data: str | None = None               # the fixture's data at another location
     rows: tuple[int, ...] | None = None   # a subset of the fixture's rows
+    stages: int | None = None             # det mode: the FP8 kernel's pipeline depth
     keep_texts: bool = True
     progress: bool = True
 
@@ -158,7 +159,8 @@ def check_gsm8k(s: CheckSettings, **run_options) -> CheckResult:
             raise ValueError(f"rows: {outside[:5]} are not in the fixture's rows")
     settings = settings_from_record(record, model=s.model, device=s.device,
                                     cuda_graph=s.cuda_graph, batch_size=s.batch_size,
-                                    data=s.data, rows=rows, keep_texts=s.keep_texts,
+                                    data=s.data, rows=rows, stages=s.stages,
+                                    keep_texts=s.keep_texts,
                                     progress=s.progress)
     key = run_key(settings, model_identity=identity or model_identity(
         settings.model, progress=settings.progress))

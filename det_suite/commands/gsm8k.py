@@ -39,6 +39,9 @@ def _run_options(p, *, check: bool) -> None:
     p.add_argument("--data", help="where the data is here " + (keep or
                    "(default: synthetic): synthetic[?seed=S&size=N], a local file or "
                    "folder with GSM8K's schema, or a hub id such as openai/gsm8k"))
+    p.add_argument("--stages", type=int, metavar="N",
+                   help="det mode: every FP8 linear at N pipeline stages instead of its tile's "
+                        "own (the 2- vs 3-stage check: the bits must not change)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -96,7 +99,7 @@ def _common(args) -> dict:
     return dict(device=args.device, cuda_graph=_engine(args.engine),
                 batch_size=args.batch_size,
                 rows=parse_rows(args.rows) if args.rows else None, data=args.data,
-                progress=not args.no_progress)
+                stages=args.stages, progress=not args.no_progress)
 
 
 def _record_settings(args):

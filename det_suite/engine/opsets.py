@@ -34,14 +34,19 @@ class OpSet:
     log_softmax: Callable
 
 
-def det_opset() -> OpSet:
+def det_opset(stages: int | None = None) -> OpSet:
+    """det-suite's kernels. `stages`: every FP8 linear at this many pipeline stages instead
+    of its tile's own (same tiles otherwise: the depth moves loads, never the arithmetic,
+    which is what the 2- vs 3-stage checks prove)."""
     from det_suite.ops import batch_invariant as bi
     from det_suite.ops.linear import fp8_linear
 
     def linear(x, lin):
-        return fp8_linear(x, lin.weight, lin.weight_scale, lin.input_scale, lin.bias)
+        return fp8_linear(x, lin.weight, lin.weight_scale, lin.input_scale, lin.bias,
+                          num_stages=stages)
 
-    return OpSet(name="det", fp8_linear=linear, bf16_linear=bi.bf16_linear,
+    return OpSet(name="det" if stages is None else f"det-s{stages}", fp8_linear=linear,
+                 bf16_linear=bi.bf16_linear,
                  rms_norm=bi.rms_norm, write_kv=bi.write_kv, attention=bi.paged_attention,
                  log_softmax=bi.log_softmax)
 

@@ -42,10 +42,22 @@ class Gsm8kSettings:
     batch_size: int = 32
     prompt: PromptOptions = PromptOptions()
     page_size: int = 16
+    # det mode: every FP8 linear at this many pipeline stages (None: each tile's own). How
+    # the work runs, not what it is: a fixture recorded with the table's depths checks it.
+    stages: int | None = None
     keep_texts: bool = True             # output texts in the result (fixtures drop them)
     progress: bool = True
 
     def __post_init__(self) -> None:
+        if self.stages is not None:
+            from det_suite.policy import SUPPORTED_STAGES
+            if self.stages not in SUPPORTED_STAGES or isinstance(self.stages, bool):
+                raise ValueError(f"stages: expected one of {SUPPORTED_STAGES}, got "
+                                 f"{self.stages!r}")
+            if self.mode != "det" or self.backend != "embedded":
+                raise ValueError(f"stages: pins det-suite's FP8 kernel, so it needs mode det "
+                                 f"on the embedded backend; got mode {self.mode!r}, backend "
+                                 f"{self.backend!r}")
         for name in ("max_new_tokens", "batch_size", "page_size"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
@@ -136,9 +148,12 @@ def _engine_options(settings: Gsm8kSettings, prompts, graph: bool) -> dict:
 def _open_backend(settings, device, graph, checkpoint, prompts):
     from det_suite.backends.open import open_backend
 
+    options = _engine_options(settings, prompts, graph)
+    if settings.stages is not None:
+        from det_suite.engine.opsets import det_opset
+        options["ops"] = det_opset(settings.stages)
     return open_backend(settings.backend, settings.model, mode=settings.mode, cuda_graph=graph,
-                        device=device, checkpoint=checkpoint,
-                        **_engine_options(settings, prompts, graph))
+                        device=device, checkpoint=checkpoint, **options)
 
 
 def run_gsm8k(settings: Gsm8kSettings, *, key: dict | None = None, backend=None,
@@ -205,7 +220,9 @@ def run_gsm8k(settings: Gsm8kSettings, *, key: dict | None = None, backend=None,
                    "instruction": settings.prompt.instruction,
                    "thinking": settings.prompt.thinking},
         "stop_ids": list(stops), "stop_handling": STOP_HANDLING,
-        "page_size": settings.page_size, "greedy": True}
+        "page_size": settings.page_size, "greedy": True,
+        # Only where pinned, so a run on the table's own depths records what it always did.
+        **({} if settings.stages is None else {"fp8_stages": settings.stages})}
     return Gsm8kRun(key=key, policy=policy_info(key["platform"]["tile_family"]),
                     settings=record, rows=rows, seconds=time.perf_counter() - started,
                     decode=lambda ids: tokenizer.decode(list(ids), skip_special_tokens=False))

@@ -42,6 +42,16 @@ def test_the_tiny_models_fixture_checks_exact_on_the_cpu(tiny_check):
     assert all(d.expected_tokens > 0 for d in tiny_check.diffs)
 
 
+def test_the_tiny_models_fixture_checks_exact_with_the_kernel_pinned_to_two_stages(tiny):
+    """The fixture was recorded on each tile's own pipeline depth; the depth moves loads,
+    never the arithmetic, so the pinned run must give the same tokens and texts."""
+    result = check_gsm8k(CheckSettings(fixtures=str(FIXTURES), model="synthetic:tiny?seed=0",
+                                       device="cpu", stages=2, progress=False),
+                         checkpoint=tiny)
+    assert result.status == "exact", verdict_lines(result)
+    assert result.run.settings["fp8_stages"] == 2
+
+
 def test_a_fixture_with_one_token_changed_names_the_row_and_first_token(tiny_check):
     """The same real run against a copy of the fixture with one recorded token changed (its
     hash recomputed, so the file is valid): the row fails at that token."""

@@ -25,8 +25,10 @@ def payload():
     (["gsm8k", "check", "--batch-size", "0", "--model", "synthetic:tiny?seed=0"],
      "batch-size"),
     (["gsm8k", "check"], "model: required"),
+    (["gsm8k", "record", "--stages", "9"], "stages: expected one of"),
+    (["gsm8k", "record", "--stages", "2", "--mode", "stock"], "stages: pins"),
 ], ids=["bad-rows", "zero-tokens", "rows-are-exemplars", "bad-data", "zero-batch",
-        "check-without-fixture-or-model"])
+        "check-without-fixture-or-model", "stages-out-of-range", "stages-on-the-control"])
 def test_usage_errors_exit_2_naming_the_argument(args, message, capsys, tmp_path):
     assert main(args + (["--fixtures", str(tmp_path)] if args[1] == "record" else [])) == 2
     assert message in capsys.readouterr().err

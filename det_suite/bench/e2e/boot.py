@@ -43,19 +43,6 @@ def weight_bytes(checkpoint) -> int:
                if name != "model.embed_tokens.weight")
 
 
-def staged_opset(stages: int):
-    """det mode with the FP8 kernel pinned to `stages` pipeline stages (same tiles
-    otherwise: pipeline depth changes when loads happen, not the arithmetic)."""
-    from det_suite.engine.opsets import det_opset
-    from det_suite.ops.linear import fp8_linear
-
-    def linear(x, lin):
-        return fp8_linear(x, lin.weight, lin.weight_scale, lin.input_scale, lin.bias,
-                          num_stages=stages)
-
-    return dataclasses.replace(det_opset(), name=f"det-s{stages}", fp8_linear=linear)
-
-
 def engine_limits(prefixes, batches, output_tokens: int, page_size: int) -> dict:
     """max_seq_len and num_pages that fit the largest cell twice over."""
     longest = max(prefixes) + output_tokens

@@ -51,7 +51,8 @@ def run_job(job: dict, emit) -> dict:
     import torch
 
     from det_suite.backends.open import open_backend
-    from det_suite.bench.e2e.boot import engine_limits, run_boot, staged_opset
+    from det_suite.bench.e2e.boot import engine_limits, run_boot
+    from det_suite.engine.opsets import det_opset
     from det_suite.bench.e2e.thermal import ThermalGate, open_sensor
     from det_suite.models.spec import load_model
     from det_suite.reports.environment import environment
@@ -67,7 +68,7 @@ def run_job(job: dict, emit) -> dict:
     options = engine_limits(plan["prefixes"], plan["batches"], plan["output_tokens"],
                             plan["page_size"])
     if arm["stages"] is not None:
-        options["ops"] = staged_opset(arm["stages"])
+        options["ops"] = det_opset(arm["stages"])
     t0 = time.perf_counter()
     backend = open_backend(arm["backend"], plan["model"], mode=arm["mode"],
                            cuda_graph=arm["cuda_graph"], device=device, checkpoint=checkpoint,

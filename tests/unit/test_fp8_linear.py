@@ -45,6 +45,8 @@ CPU_FULL_M = 160
 # 80-wide masked tail (three ways it leaves a chunk empty); K = 8 * BLOCK_K is eight tiles,
 # split 2 and 4 ways evenly and 3 ways unevenly (3, 3, 2).
 SM90_BLOCK_K = promotion_k("sm90")
+# A device name for tests that fake CUDA's answers (torch.cuda is patched): no GPU needed.
+FAKED_GPU = "cuda"
 SM90_TAIL_K, SM90_EIGHT_TILES_K = SM90_BLOCK_K + 80, 8 * SM90_BLOCK_K
 SM90_SHAPES = [pytest.param(96, SM90_TAIL_K, id="n96-k-tail"),
                pytest.param(64, SM90_EIGHT_TILES_K, id="n64-k-eight-tiles")]
@@ -115,7 +117,7 @@ def test_empty_batch_returns_empty_output(device):
     assert y.shape == (0, 64) and y.dtype == torch.bfloat16
 
 
-@pytest.mark.parametrize("device_type,sm_count", [("cuda", 132), ("cpu", None)],
+@pytest.mark.parametrize("device_type,sm_count", [(FAKED_GPU, 132), ("cpu", None)],
                          ids=["cuda-device", "cpu"])
 def test_device_policy_serves_a_given_table_on_the_devices_sm_count(monkeypatch, device_type,
                                                                     sm_count):

@@ -27,6 +27,9 @@ from det_suite.pytest_plugin.markers import GPU_MARKERS
 TESTS_ROOT = Path(__file__).resolve().parents[1]
 # torch.cuda calls that work, and answer, on a machine without a GPU.
 CUDA_QUERIES = frozenset({"is_available", "device_count", "is_initialized"})
+# Calls whose second argument names an attribute (`monkeypatch.setattr(torch.version,
+# "cuda", None)`): that "cuda" is an attribute's name, not a device.
+ATTRIBUTE_CALLS = frozenset({"setattr", "getattr", "delattr", "hasattr"})
 
 
 @dataclass(frozen=True)
@@ -128,6 +131,10 @@ def _first_cuda_use(function: ast.AST) -> str | None:
     while pending:
         node = pending.pop()
         if _is_gpu_marked_param(node):
+            continue
+        if isinstance(node, ast.Call) and len(node.args) >= 2 and \
+                (_dotted(node.func) or "").rsplit(".", 1)[-1] in ATTRIBUTE_CALLS:
+            pending.extend([node.func, node.args[0], *node.args[2:], *node.keywords])
             continue
         if _falls_back_to_the_cpu(node):
             # `"cpu" if ... not torch.cuda.is_available() else "cuda"`: the device is chosen
@@ -256,6 +263,9 @@ def test_scanner_leaves_a_cuda_param_to_its_gpu_mark():
     pytest.param("def test_it(monkeypatch):\n"
                  "    monkeypatch.setattr(torch.cuda, 'is_available', lambda: False)\n",
                  id="patching-torch-cuda"),
+    pytest.param("def test_it(monkeypatch):\n"
+                 "    monkeypatch.setattr(torch.version, 'cuda', None)\n",
+                 id="patching-an-attribute-named-cuda"),
     pytest.param("def helper():\n    return torch.ones(1, device='cuda')\n",
                  id="non-test-function"),
     pytest.param("def test_it():\n    assert '--det-require=cuda'\n", id="longer-string"),

@@ -58,7 +58,7 @@ def open_sensor(device) -> tuple[NvmlSensor | None, str]:
     """(sensor, "") for a CUDA `device`, or (None, why there is none)."""
     import torch
 
-    from det_suite.reports.repro.stack import NvmlUnavailable, nvml_handle
+    from det_suite.reports.environment import NvmlUnavailable, nvml_handle
 
     device = torch.device(device)
     if device.type != "cuda":

@@ -56,7 +56,7 @@ def run_job(job: dict, emit) -> dict:
     from det_suite.bench.e2e.thermal import ThermalGate, open_sensor
     from det_suite.models.spec import load_model
     from det_suite.reports.environment import environment
-    from det_suite.reports.repro.stack import gpu_details, package_versions
+    from det_suite.reports.environment import gpu_details, package_versions
 
     plan, arm = job["plan"], job["arm"]
     started = time.time()

@@ -2,7 +2,8 @@
 
 - `inputs`: finding and reading results (files or folders, .json / .json.gz);
 - `kinds`: each check's result in one shape (status, headline, skipped), any kind generic;
-- `stack`: what environment() leaves out: NVML driver / power limit, package versions;
+- `stack`: the machine and stack each result recorded (reports.environment gathers it),
+  as the report's environment rows;
 - `build`: `build_report(ReportSettings)` -> the payload (repro.json);
 - `render`, `html`: Markdown (pull request, step summary) and a self-contained HTML page;
 - `write`: the files, atomically; the CI step summary;

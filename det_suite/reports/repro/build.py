@@ -13,15 +13,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from det_suite.reports.repro.inputs import ResultFile, load_inputs
-from det_suite.reports.repro.kinds import TITLES, summarize
+from det_suite.reports.repro.kinds import TITLES, summarize, title_of
+from det_suite.reports.repro.stack import ENV_FIELDS, environment_row, not_installed
 
 SCHEMA = "det-suite/repro-report/1"
 # Source files whose bytes decide what a kernel computes: hashed in every report.
 KERNEL_PREFIXES = ("det_suite/kernels/", "det_suite/policy/tables/")
-# Environment rows: (label, how to read it from a result's environment / e2e extras).
-ENV_FIELDS = ("GPU", "capability", "driver", "power limit", "CUDA (torch)", "CUDA driver",
-              "torch", "triton", "transformers", "sglang", "flashinfer", "python",
-              "det-suite")
 
 
 @dataclass(frozen=True)
@@ -38,37 +35,6 @@ class ReportSettings:
                              f"{self.inputs!r}")
 
 
-def _packages(data: dict) -> dict:
-    env = data.get("environment") or {}
-    return {**(data.get("packages") or {}), **(env.get("packages") or {})}
-
-
-def _gpu(data: dict) -> dict:
-    env = data.get("environment") or {}
-    return {**(data.get("gpu") or {}), **(env.get("gpu") or {})}
-
-
-def environment_row(data: dict) -> dict:
-    """ENV_FIELDS -> value (None: the result did not record it)."""
-    env, gpu, pkgs = data.get("environment") or {}, _gpu(data), _packages(data)
-    power = gpu.get("power_limit_w")
-    return {
-        "GPU": gpu.get("name") or env.get("machine"),
-        "capability": gpu.get("capability"),
-        "driver": gpu.get("driver"),
-        "power limit": f"{power:g} W" if isinstance(power, (int, float)) else power,
-        "CUDA (torch)": env.get("torch_cuda") or gpu.get("torch_cuda"),
-        "CUDA driver": gpu.get("cuda_driver"),
-        "torch": env.get("torch") or pkgs.get("torch"),
-        "triton": env.get("triton") or pkgs.get("triton"),
-        "transformers": pkgs.get("transformers"),
-        "sglang": pkgs.get("sglang"),
-        "flashinfer": pkgs.get("flashinfer"),
-        "python": env.get("python") or pkgs.get("python"),
-        "det-suite": env.get("det_suite"),
-    }
-
-
 def _machines(results: list[ResultFile]) -> list[dict]:
     """Results grouped by the machine and stack that produced them; fields a result of the
     group recorded fill the group's column."""
@@ -77,11 +43,16 @@ def _machines(results: list[ResultFile]) -> list[dict]:
         env = r.data.get("environment") or {}
         key = (env.get("host"), env.get("machine"), env.get("torch"), env.get("triton"))
         group = groups.setdefault(key, {"host": env.get("host"), "results": [],
-                                        "fields": dict.fromkeys(ENV_FIELDS)})
+                                        "fields": dict.fromkeys(ENV_FIELDS),
+                                        "not_installed": set()})
         group["results"].append(i)
         for name, value in environment_row(r.data).items():
             if value is not None and group["fields"][name] is None:
                 group["fields"][name] = value
+        group["not_installed"] |= not_installed(r.data)
+    for group in groups.values():
+        group["not_installed"] = sorted(n for n in group["not_installed"]
+                                        if group["fields"][n] is None)
     return list(groups.values())
 
 
@@ -124,7 +95,6 @@ def _result_entry(r: ResultFile, out: Path) -> dict:
 def build_report(settings: ReportSettings) -> dict:
     from det_suite.reports.environment import environment
     from det_suite.reports.provenance import source_hashes
-    from det_suite.reports.repro.stack import gpu_details, package_versions
 
     out = Path(settings.out).resolve()
     results, notes = load_inputs(settings.inputs)
@@ -135,7 +105,7 @@ def build_report(settings: ReportSettings) -> dict:
     checks = [{"kind": k, "title": t, "present": k in present,
                "statuses": [e["status"] for e in entries if e["kind"] == k]}
               for k, t in TITLES.items()]
-    checks += [{"kind": k, "title": k, "present": True,
+    checks += [{"kind": k, "title": title_of(k), "present": True,
                 "statuses": [e["status"] for e in entries if e["kind"] == k]}
                for k in sorted(present - set(TITLES))]
     revisions: dict[str, list[int]] = {}
@@ -151,8 +121,7 @@ def build_report(settings: ReportSettings) -> dict:
         "machines": _machines(results),
         "revisions": revisions,
         "kernel_hashes": kernel_hashes(results, source_hashes()),
-        "generated": {"environment": report_env, "packages": package_versions(),
-                      "gpu": gpu_details() if report_env.get("cuda_available") else
-                      {"available": False, "reason": "no CUDA device"}},
+        "generated": {"environment": report_env, "packages": report_env["packages"],
+                      "gpu": report_env["gpu"]},
         "notes": notes,
     }

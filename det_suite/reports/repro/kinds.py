@@ -23,6 +23,18 @@ TITLES = {
     "e2e": "End-to-end timing",
     "gpu-suite": "GPU suite",
 }
+# Other kinds det-suite writes: a readable title, without listing them among the checks a
+# report says were not given.
+OTHER_TITLES = {
+    "gsm8k-check": "GSM8K fixture check",
+    "fixed-work-compare": "Output comparison",
+    "reference_agreement": "fp32 reference agreement",
+    "h200-model-runs": "Model-run steps (tools/h200_model_runs.sh)",
+}
+# A comparison's own verdicts (det_suite.checks.fixed_work, checks.gsm8k) -> report status.
+# Not comparable is neither a pass nor a failure, and no report built on it passes.
+COMPARISON_STATUS = {"exact": "pass", "differs": "fail", "not comparable": "not-comparable"}
+VERDICT_LINES = 12        # a check's verdict lines shown; the rest are in its raw data
 # Results that are part of another result, or a report made of results: never reported
 # as a result of their own.
 PARTS = ("det-suite/e2e-boot/", "det-suite/e2e-plan/", "det-suite/repro-report/")
@@ -154,7 +166,7 @@ def _gsm8k(d: dict) -> dict:
         section["headline"] = section["headline"] + lines
     key = d.get("key") or {}
     if key:
-        section["ran"] = ", ".join(f"{k} {v}" for k, v in key.items())
+        section["ran"] = ", ".join(f"{k} {_compact(v)}" for k, v in key.items())
     return section
 
 
@@ -166,6 +178,35 @@ def _reference_agreement(d: dict) -> dict:
              for name, a in arms.items()] + _as_lines(d.get("problems"))
     section = generic(d)
     section["headline"] = lines or section["headline"]
+    return section
+
+
+def _compact(value) -> str:
+    """A recorded value in a line a reader can scan: dicts as 'key value' pairs, empty
+    fields left out."""
+    if isinstance(value, dict):
+        return "(" + ", ".join(f"{k} {_compact(v)}" for k, v in value.items()
+                               if v not in (None, "", [], {})) + ")"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_compact(v) for v in value)
+    return str(value)
+
+
+def _comparison(d: dict) -> dict:
+    """`det-suite gsm8k check` (check.json) and `det-suite compare --json`: exact, differs or
+    not comparable, with the reasons and, for GSM8K, what changed in the kernel policy."""
+    section = generic(d)
+    section["status"] = COMPARISON_STATUS.get(d.get("status"), section["status"])
+    lines = [line.strip() for line in _as_lines(d.get("verdict"))] or section["headline"]
+    if len(lines) > VERDICT_LINES:
+        lines = lines[:VERDICT_LINES] + [f"... {len(lines) - VERDICT_LINES} more lines in "
+                                         "the raw data"]
+    section["headline"] = lines
+    if d.get("status") == "not comparable":
+        section["skipped"] = section["skipped"] + [f"not comparable: {r}"
+                                                   for r in _as_lines(d.get("reasons"))]
+    runs = [f"{side} {d[side]}" for side in ("fixture", "a", "b") if d.get(side)]
+    section["ran"] = "; ".join(runs)
     return section
 
 
@@ -183,8 +224,13 @@ def generic(d: dict) -> dict:
 SUMMARIZERS: dict[str, Callable[[dict], dict]] = {
     "invariance": _invariance, "lint": _lint, "gemm-bench": _gemm, "cache-hit": _cache_hit,
     "e2e": _e2e, "gpu-suite": _gpu_suite, "gsm8k": _gsm8k,
-    "reference_agreement": _reference_agreement,
+    "reference_agreement": _reference_agreement, "gsm8k-check": _comparison,
+    "fixed-work-compare": _comparison,
 }
+
+
+def title_of(kind: str) -> str:
+    return TITLES.get(kind) or OTHER_TITLES.get(kind) or kind
 
 
 def kind_of(d) -> str | None:
@@ -221,4 +267,4 @@ def summarize(kind: str, d: dict) -> dict:
         section = {"status": "unreadable", "headline": [f"could not read this {kind} result: "
                                                         f"{type(exc).__name__}: {exc}"],
                    "skipped": [], "ran": ""}
-    return {"kind": kind, "title": TITLES.get(kind, kind), **section}
+    return {"kind": kind, "title": title_of(kind), **section}

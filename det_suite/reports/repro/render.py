@@ -3,11 +3,14 @@ form for $GITHUB_STEP_SUMMARY (results, what was skipped, where the data is)."""
 
 from __future__ import annotations
 
-from det_suite.reports.repro.build import ENV_FIELDS
+from det_suite.reports.repro.stack import ENV_FIELDS, environment_row, not_installed
 from det_suite.reports.tables import markdown_table
 
 STATUS_TEXT = {"pass": "PASS", "fail": "FAIL", "incomplete": "INCOMPLETE", "info": "ran",
-               "unreadable": "UNREADABLE"}
+               "unreadable": "UNREADABLE", "not-comparable": "NOT COMPARABLE"}
+# In "what ran", a result without a verdict: "ran: ran" says nothing.
+RAN_TEXT = {**STATUS_TEXT, "info": "no verdict"}
+NOT_GIVEN = "not in this report (no result given)"
 
 
 def overall(payload: dict) -> str:
@@ -25,14 +28,22 @@ def results_table(payload: dict) -> str:
     return markdown_table(["check", "status", "headline", "raw data"], rows)
 
 
+def ran_counts(statuses: list[str]) -> list[tuple[str, str]]:
+    """(status, text) per distinct status in first-seen order: 'PASS', or 'PASS x3'."""
+    counts: dict[str, int] = {}
+    for status in statuses:
+        counts[status] = counts.get(status, 0) + 1
+    return [(s, RAN_TEXT.get(s, s) + (f" x{n}" if n > 1 else "")) for s, n in counts.items()]
+
+
 def ran_table(payload: dict) -> str:
     rows = []
     for c in payload["checks"]:
         if c["present"]:
-            states = ", ".join(STATUS_TEXT.get(s, s) for s in c["statuses"])
+            states = ", ".join(text for _, text in ran_counts(c["statuses"]))
             rows.append([c["title"], f"ran ({states})"])
         else:
-            rows.append([c["title"], "not in this report (no result given)"])
+            rows.append([c["title"], NOT_GIVEN])
     return markdown_table(["check", "in this report"], rows)
 
 
@@ -45,25 +56,33 @@ def environment_rows(payload: dict) -> tuple[list[str], list[list[str]]]:
     """(header, rows): one column per machine the results came from, and the machine the
     report was built on, which never fills a result's gaps."""
     machines = payload["machines"]
-    gen = payload["generated"]
     header = ["", *(f"results {', '.join(str(i + 1) for i in m['results'])}"
                     for m in machines), "report built on"]
-    env, pkgs, gpu = gen["environment"], gen["packages"], gen["gpu"]
-    here = {"GPU": gpu.get("name") or env.get("machine"), "capability": gpu.get("capability"),
-            "driver": gpu.get("driver"), "power limit": (f"{gpu['power_limit_w']:g} W"
-                                                        if gpu.get("power_limit_w") else None),
-            "CUDA (torch)": env.get("torch_cuda"), "CUDA driver": gpu.get("cuda_driver"),
-            "torch": env.get("torch"), "triton": env.get("triton"),
-            "transformers": pkgs.get("transformers"), "sglang": pkgs.get("sglang"),
-            "flashinfer": pkgs.get("flashinfer"), "python": env.get("python"),
-            "det-suite": env.get("det_suite")}
-    rows = [[name, *(str(m["fields"][name] or "not recorded") for m in machines),
-             str(here[name] or "-")] for name in ENV_FIELDS]
+    built_on = {"environment": payload["generated"]["environment"]}
+    here = environment_row(built_on)
+    for name in not_installed(built_on):
+        here[name] = here[name] or "not installed"
+
+    def cell(machine: dict, name: str) -> str:
+        value = machine["fields"][name]
+        if value is not None:
+            return str(value)
+        return "not installed" if name in machine.get("not_installed", ()) else "not recorded"
+
+    rows = [[name, *(cell(m, name) for m in machines), str(here[name] or "-")]
+            for name in ENV_FIELDS]
     return header, rows
 
 
 def environment_table(payload: dict) -> str:
     return markdown_table(*environment_rows(payload))
+
+
+def result_numbers(indices, every=None) -> str:
+    """Result numbers; "all" where they are every result that recorded the field."""
+    if every is not None and len(every) > 1 and list(indices) == list(every):
+        return "all"
+    return ", ".join(str(i + 1) for i in indices)
 
 
 def provenance_lines(payload: dict) -> list[str]:
@@ -81,7 +100,7 @@ def provenance_lines(payload: dict) -> list[str]:
     lines += [f"Kernel sources and tile tables: {agree}{changed}.", ""]
     rows = []
     for r in k["rows"]:
-        recorded = ", ".join(f"`{h[:16]}` ({', '.join(str(i + 1) for i in idx)})"
+        recorded = ", ".join(f"`{h[:16]}` ({result_numbers(idx, k['recorded_by'])})"
                              for h, idx in r["hashes"].items()) or "not recorded"
         rows.append([f"`{r['path']}`", recorded,
                      "-" if r["unchanged"] is None else ("yes" if r["unchanged"] else "NO")])

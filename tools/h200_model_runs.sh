@@ -1,0 +1,291 @@
+#!/usr/bin/env bash
+# The model-level runs on one H200, for `synthetic:qwen3-8b?seed=0` in det mode, from source
+# (PYTHONPATH=$PWD), everything under $OUT. A device call is limited to 10 minutes and the
+# work takes about 9 to 11 (estimates below), so it is split into two phases; run each in its
+# own call (or `all` where nothing limits a call):
+#
+#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_model_runs.sh gsm8k   # record, second boot, 2 vs 3 stages
+#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_model_runs.sh perf    # e2e A/B, cache-hit, invariance, report
+#   OUT=... tools/h200_model_runs.sh report gsm8k.tgz perf.tgz           # one report over both (CPU is enough)
+#   OUT=... tools/h200_model_runs.sh flags                              # parse every command line, run nothing
+#
+# gsm8k: a) `det-suite gsm8k record` of the seed's fixture (the full preset: GSM8K-schema
+#           rows 32-159, 512 new tokens, batch 32, CUDA Graph decode; the offline synthetic
+#           data set: the H200 has no hub access) into $OUT/gsm8k/fixtures;
+#        b) `det-suite gsm8k check` of that fixture in a fresh process (the second boot), then
+#           the same work with every FP8 linear pinned to 2 and to 3 pipeline stages (the table
+#           mixes 3, 4 and 6), each checked against the fixture, and `det-suite compare` of
+#           the 2- and 3-stage runs.
+# perf:  c) `det-suite bench e2e` (control vs det, boots A B B A, thermal gate at 55 C,
+#           --max-ratio 1.05 --max-decode-floor-ratio 1.5);
+#        d) `det-suite cache-hit` (det and the stock control, CUDA Graph engine: the seed's 18
+#           cases) and `det-suite invariance --full` on the four Qwen3-8B shapes;
+#        e) `det-suite report` over every phase folder in $OUT into $OUT/report (no screenshot).
+#
+# Time, estimated from the code and the 2026-12-03 H200 runs (docs/evidence/h200-2026-12-03-c):
+# a process starts in ~8 s and builds the synthetic 8B on the GPU in ~15 s; the first one
+# compiles the kernels (~30-60 s, cached on disk for the rest of the call). A CUDA Graph decode
+# step took <= 12 ms there (cache-hit graph cases: ~64 steps in 0.7 s), so a GSM8K run is
+# 4 batches x 512 steps ~ 25 s of decode: record ~90 s (cold), each check ~60 s, the pinned
+# ones more for compiling their stage variants: gsm8k ~4-5 min. e2e: 4 boots x (start, build,
+# 24 samples of prefill + 32 tokens) ~40-60 s each, ~3-4 min; cache-hit det+stock graph
+# ~1.5 min (det graph alone was 17 s of cases); invariance on 4 of the 9 shapes ~1 min (all 9
+# took 127 s); report ~10 s: perf ~6 min. Each step runs under `timeout` (SIGINT first, so
+# e2e keeps its finished boots) with a limit that keeps its phase under 9 minutes (the
+# limits add up to 530-540 s); the steps and their wall times are in <phase>/steps.tsv and
+# steps.json (the report reads it). Each phase starts with a preflight (~5 s) that fails it
+# before any model is built: gsm8k loads its rows through `datasets`, perf needs NVML.
+#
+# The device image has no `datasets` (nor its dill, multiprocess): carry them as wheels in
+# .whl/ (docs: /work/.library/device/README.md); the gsm8k, perf and all phases install
+# whatever .whl/ holds into /tmp/site first.
+#
+# SMOKE=1 rehearses the same steps on a CPU: the tiny model, CPU-sized presets, eager
+# engines, no speed gates (the e2e gates are GPU-only), limits x4 (LIMIT_SCALE). KEEP=1
+# leaves the phase folders beside their archives. PYTHON: the interpreter (default python3).
+# Exit status: 0 when every step exited 0, else 1 (each step's own exit status is in
+# steps.tsv); 2 for a usage error.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
+PY=${PYTHON:-python3}
+PHASE=${1:-}
+shift || true
+if [ -z "${OUT:-}" ]; then
+    echo "usage: OUT=DIR tools/h200_model_runs.sh gsm8k|perf|report [RESULTS...]|all|flags" >&2
+    exit 2
+fi
+mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
+SMOKE=${SMOKE:-0}
+DS=("$PY" -m det_suite)
+# Packages the device image lacks (datasets and its dill / multiprocess, for GSM8K) travel as
+# wheels in .whl/ (carry it); they are installed beside the image's packages, not over them.
+if [[ "$PHASE" =~ ^(gsm8k|perf|all)$ ]] && compgen -G ".whl/*.whl" > /dev/null; then
+    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+        --target /tmp/site .whl/*.whl || { echo "cannot install the carried wheels" >&2; exit 2; }
+    export PYTHONPATH=$PWD:/tmp/site
+fi
+
+if [ "$SMOKE" = 1 ]; then
+    LIMIT_SCALE=${LIMIT_SCALE:-4}     # the interpreter on a shared CPU, not an H200
+    MODEL=${MODEL:-synthetic:tiny?seed=0}
+    RECORD_ARGS=(--preset small --engine eager --device cpu)
+    E2E_ARGS=(--preset small --device cpu)
+    CACHE_HIT_ARGS=(--preset small --modes det,stock --engines eager --device cpu)
+    INVARIANCE_ARGS=(--quick --device cpu --providers det_suite det_suite:s2 det_suite:s3 control)
+else
+    LIMIT_SCALE=${LIMIT_SCALE:-1}
+    MODEL=${MODEL:-synthetic:qwen3-8b?seed=0}
+    RECORD_ARGS=(--preset full --engine graph)
+    # --gate-timeout: a sample waits at most 60 s for the GPU to cool (then it is taken and
+    # flagged), so the gate alone cannot use up the call.
+    E2E_ARGS=(--max-ratio 1.05 --max-decode-floor-ratio 1.5 --gate-timeout "${E2E_GATE_TIMEOUT:-60}"
+              --boot-timeout 150)
+    CACHE_HIT_ARGS=(--modes det,stock --engines graph)
+    INVARIANCE_ARGS=(--full --shapes qwen3-8b
+                     --providers det_suite det_suite:s2 det_suite:s3 control torch_scaled_mm)
+fi
+
+G=$OUT/gsm8k
+P=$OUT/perf
+RECORD=(gsm8k record --model "$MODEL" --mode det "${RECORD_ARGS[@]}" --fixtures "$G/fixtures")
+recheck() { RECHECK=(gsm8k check --fixture "$1" --out "$G/recheck"); }
+recheck "$G/fixtures/FIXTURE.json"      # the recorded file's name is known after the record
+COMPARE=(compare "$G/stages2/run.json" "$G/stages3/run.json" --json "$G/compare_s2_s3/compare.json")
+E2E=(bench e2e --model "$MODEL" --out "$P/e2e" "${E2E_ARGS[@]}")
+CACHE_HIT=(cache-hit --model "$MODEL" "${CACHE_HIT_ARGS[@]}" --out "$P/cache_hit")
+INVARIANCE=(invariance "${INVARIANCE_ARGS[@]}" --out "$P/invariance")
+REPORT_OPTIONS=(--out "$OUT/report" --title "det-suite model runs: $MODEL")
+
+failed=()
+if [[ "$PHASE" =~ ^(gsm8k|perf|all)$ ]] && [ -z "${DET_SUITE_REVISION:-}" ]; then
+    echo "note: DET_SUITE_REVISION is not set: results name the revision git sees here" >&2
+fi
+
+step() {    # step DIR NAME LIMIT_S COMMAND...: run, time, log, record the exit status
+    local dir=$1 name=$2 limit=$(($3 * LIMIT_SCALE)) rc t0 t1 wall
+    shift 3
+    echo "== $name (limit ${limit} s): $*" | tee -a "$dir/phase.log"
+    t0=$(date +%s.%N)
+    timeout --signal=INT --kill-after=30 "$limit" "$@" > "$dir/$name.log" 2>&1
+    rc=$?
+    t1=$(date +%s.%N)
+    wall=$(awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.1f", b - a }')
+    printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$wall" "$limit" >> "$dir/steps.tsv"
+    echo "== $name: exit $rc in $wall s$([ "$rc" = 124 ] && echo ' (TIMED OUT)')" \
+        | tee -a "$dir/phase.log"
+    [ "$rc" = 0 ] || failed+=("$name")
+    return "$rc"
+}
+
+steps_json() {    # steps_json DIR PHASE: the step table as a result the report reads
+    "$PY" - "$1/steps.tsv" "$1/steps.json" "$2" "$MODEL" <<'PYEOF'
+import sys
+from det_suite.reports.environment import environment
+from det_suite.reports.files import write_json_atomic
+tsv, out, phase, model = sys.argv[1:]
+rows = [line.rstrip("\n").split("\t") for line in open(tsv) if line.strip()]
+steps = [{"step": n, "exit_code": int(rc), "wall_s": float(w), "limit_s": int(lim),
+          "timed_out": rc == "124"} for n, rc, w, lim in rows]
+write_json_atomic(out, {
+    "kind": "h200-model-runs", "phase": phase, "model": model,
+    "ok": all(s["exit_code"] == 0 for s in steps),
+    "headline": [f"{s['step']}: exit {s['exit_code']}{' (timed out)' if s['timed_out'] else ''}"
+                 f" in {s['wall_s']:.0f} s (limit {s['limit_s']} s)" for s in steps],
+    "ran": f"phase {phase} of tools/h200_model_runs.sh on {model}",
+    "steps": steps, "environment": environment()})
+PYEOF
+}
+
+finish() {    # finish DIR PHASE: archive the phase (the device tool returns few files)
+    echo "phase $2: failed steps: ${failed[*]:-none}" >> "$1/phase.log"
+    if [ "${KEEP:-0}" != 1 ]; then
+        tar czf "$OUT/$2.tgz" -C "$OUT" "$2" && rm -rf "${1:?}"
+    fi
+}
+
+preflight_gsm8k() {    # the data set loads through `datasets` before any model is built
+    "$PY" - <<'PYEOF'
+from det_suite.gsm8k import data
+from det_suite.reports.environment import package_versions
+source = data.parse_source("synthetic", config="main", split="test")
+rows = data.select(data.load_split(source, progress=False), range(32, 160), source=source.spec)
+versions = package_versions()
+print(f"{len(rows)} rows of {source.spec} through datasets {versions['datasets']}")
+PYEOF
+}
+
+preflight_perf() {    # the e2e thermal gate needs NVML wherever there is a GPU
+    "$PY" - <<'PYEOF'
+import torch
+from det_suite.reports.environment import gpu_details, package_versions
+gpu = gpu_details(0)
+print({k: gpu.get(k) for k in ("name", "driver", "power_limit_w", "nvml", "nvml_reason")})
+print({k: v for k, v in package_versions().items() if k in ("torch", "triton", "nvidia-ml-py")})
+raise SystemExit(0 if not torch.cuda.is_available() or gpu.get("nvml") else
+                 "NVML unavailable: bench e2e refuses to run its thermal gate without it")
+PYEOF
+}
+
+export PY
+export -f preflight_gsm8k preflight_perf     # steps run them in a child shell, under timeout
+
+phase_gsm8k() {
+    mkdir -p "$G"
+    : > "$G/steps.tsv"
+    step "$G" preflight 30 bash -c preflight_gsm8k || { steps_json "$G" gsm8k; return; }
+    step "$G" record 170 "${DS[@]}" "${RECORD[@]}"
+    local fixture
+    fixture=$(find "$G/fixtures" -name '*.json' -type f 2>/dev/null | head -n 1)
+    if [ -z "$fixture" ]; then
+        echo "== no fixture was recorded: the checks cannot run" | tee -a "$G/phase.log"
+        failed+=(no-fixture)
+    else
+        recheck "$fixture"
+        step "$G" recheck 90 "${DS[@]}" "${RECHECK[@]}"
+        step "$G" stages2 110 "${DS[@]}" gsm8k check --fixture "$fixture" --stages 2 \
+            --out "$G/stages2"
+        step "$G" stages3 110 "${DS[@]}" gsm8k check --fixture "$fixture" --stages 3 \
+            --out "$G/stages3"
+        mkdir -p "$G/compare_s2_s3"
+        step "$G" compare_s2_s3 20 "${DS[@]}" "${COMPARE[@]}"
+    fi
+    steps_json "$G" gsm8k
+}
+
+phase_perf() {
+    mkdir -p "$P"
+    : > "$P/steps.tsv"
+    step "$P" preflight 30 bash -c preflight_perf || { steps_json "$P" perf; return; }
+    # e2e first: the coolest GPU of the call, so the thermal gate waits least.
+    step "$P" e2e 300 "${DS[@]}" "${E2E[@]}"
+    step "$P" cache_hit 100 "${DS[@]}" "${CACHE_HIT[@]}"
+    step "$P" invariance 80 "${DS[@]}" "${INVARIANCE[@]}"
+    steps_json "$P" perf
+}
+
+report_over() {    # report_over DIR NAME RESULTS...: det-suite report, timed like a step
+    local dir=$1 name=$2
+    shift 2
+    step "$dir" "$name" 30 "${DS[@]}" report "$@" "${REPORT_OPTIONS[@]}"
+}
+
+phase_report() {
+    local inputs=() item folder
+    mkdir -p "$OUT/report_inputs"
+    : > "$OUT/report_inputs/steps.tsv"
+    for item in "$@"; do
+        if [[ "$item" == *.tgz ]]; then
+            tar xzf "$item" -C "$OUT/report_inputs" || { echo "cannot extract $item" >&2; exit 2; }
+            folder=$(tar tzf "$item" | head -n 1)
+            inputs+=("$OUT/report_inputs/${folder%%/*}")
+        else
+            inputs+=("$item")
+        fi
+    done
+    if [ ${#inputs[@]} = 0 ]; then
+        for folder in "$G" "$P"; do [ -d "$folder" ] && inputs+=("$folder"); done
+    fi
+    [ ${#inputs[@]} -gt 0 ] || { echo "report: no results given and none in $OUT" >&2; exit 2; }
+    report_over "$OUT/report_inputs" report "${inputs[@]}"
+}
+
+flags() {    # parse every command line with det-suite's own parser; run nothing
+    "$PY" - "$@" <<'PYEOF'
+import sys
+from det_suite.cli import build_parser
+parser, bad = build_parser(), 0
+for argv in sys.argv[1:]:
+    args = argv.split("\x1f")
+    try:
+        parser.parse_args(args)
+        print("ok:", " ".join(args))
+    except SystemExit:
+        bad += 1
+        print("REFUSED:", " ".join(args), file=sys.stderr)
+sys.exit(1 if bad else 0)
+PYEOF
+}
+
+joined() { local IFS=$'\x1f'; echo "$*"; }
+
+case "$PHASE" in
+gsm8k)
+    phase_gsm8k
+    finish "$G" gsm8k
+    ;;
+perf)
+    phase_perf
+    # Every phase folder this $OUT holds (gsm8k too, where both ran in one place).
+    inputs=()
+    for folder in "$G" "$P"; do [ -d "$folder" ] && inputs+=("$folder"); done
+    report_over "$P" report "${inputs[@]}"
+    finish "$P" perf
+    ;;
+report)
+    phase_report "$@"
+    ;;
+all)
+    phase_gsm8k
+    phase_perf
+    report_over "$P" report "$G" "$P"
+    finish "$G" gsm8k
+    finish "$P" perf
+    ;;
+flags)
+    flags "$(joined "${RECORD[@]}")" "$(joined "${RECHECK[@]}")" "$(joined "${COMPARE[@]}")" \
+          "$(joined "${E2E[@]}")" "$(joined "${CACHE_HIT[@]}")" "$(joined "${INVARIANCE[@]}")" \
+          "$(joined report "$OUT/gsm8k" "$OUT/perf" "${REPORT_OPTIONS[@]}")"
+    exit $?
+    ;;
+*)
+    echo "unknown phase '$PHASE' (gsm8k, perf, report, all or flags)" >&2
+    exit 2
+    ;;
+esac
+if [ ${#failed[@]} -gt 0 ]; then
+    echo "FAILED steps: ${failed[*]}" >&2
+    exit 1
+fi
+exit 0

@@ -17,6 +17,7 @@ from typing import Callable
 
 import torch
 import torch.nn.functional as F
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 
@@ -89,11 +90,19 @@ def _gather(cache: torch.Tensor, block_tables: torch.Tensor) -> torch.Tensor:
     return pages.reshape(pages.shape[0], -1, *cache.shape[2:])
 
 
+# SDPA backends the control may use: cuDNN's is left out because inside CUDA Graph capture
+# with padded batches it failed on the H200 (torch 2.11: "mha_graph.execute(...).is_good()"
+# false); the memory-efficient kernel is what an engine's masked SDPA gets without it.
+STOCK_SDPA_BACKENDS = (SDPBackend.EFFICIENT_ATTENTION, SDPBackend.FLASH_ATTENTION,
+                       SDPBackend.MATH)
+
+
 def _sdpa(q, k, v, mask, scale):
     """q (B, Hq, L, D), k/v (B, Hkv, S, D), boolean mask broadcastable to (B, Hq, L, S)."""
     groups = q.shape[1] // k.shape[1]
     k, v = k.repeat_interleave(groups, dim=1), v.repeat_interleave(groups, dim=1)
-    return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
+    with sdpa_kernel(list(STOCK_SDPA_BACKENDS)):
+        return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
 
 
 def stock_attention(q, k_cache, v_cache, block_tables, context_lens, query_starts, scale):

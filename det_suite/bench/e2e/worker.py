@@ -52,11 +52,10 @@ def run_job(job: dict, emit) -> dict:
 
     from det_suite.backends.open import open_backend
     from det_suite.bench.e2e.boot import engine_limits, run_boot
-    from det_suite.engine.opsets import det_opset
     from det_suite.bench.e2e.thermal import ThermalGate, open_sensor
+    from det_suite.engine.opsets import det_opset
     from det_suite.models.spec import load_model
-    from det_suite.reports.environment import environment
-    from det_suite.reports.environment import gpu_details, package_versions
+    from det_suite.reports.environment import environment, gpu_details, package_versions
 
     plan, arm = job["plan"], job["arm"]
     started = time.time()
@@ -105,13 +104,20 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m det_suite.bench.e2e.worker JOB.json OUT.json", file=sys.stderr)
         return 2
-    from det_suite.platform.interpreter import default_to_interpreter
+    from det_suite.platform.interpreter import (default_to_interpreter, interpreter_chosen,
+                                                use_interpreter)
     from det_suite.reports.files import write_json_atomic
 
-    default_to_interpreter()
     job_path, out_path = argv
     with open(job_path) as handle:
         job = json.load(handle)
+    # Before anything imports Triton: a boot asked to run on the CPU runs det-suite's
+    # kernels on the interpreter even on a GPU machine (what `--device cpu` means); else
+    # the interpreter only where there is no CUDA device.
+    if job["plan"]["device"] == "cpu" and not interpreter_chosen():
+        use_interpreter()
+    else:
+        default_to_interpreter()
     record = run_job(job, _emitter(job["parent_pid"]))
     write_json_atomic(out_path, record)
     print(f"{EVENT_PREFIX} {json.dumps({'event': 'done'})}", flush=True)

@@ -6,6 +6,7 @@ re-run `tools/h200_evidence.sh` (its three phases) and regenerate the README blo
 `python -m det_suite.reports.evidence` before landing.
 """
 
+import json
 import shutil
 
 import pytest
@@ -44,7 +45,10 @@ def test_every_phase_records_its_revision_machine_and_source_hashes():
 def test_the_claims_are_the_ones_the_suite_exists_for(headline):
     assert headline["det_suite_differing"] == 0 and headline["det_suite_comparisons"] > 0
     assert headline["control"]["differing"] > 0 and headline["control"]["ok"]
-    assert headline["pytest"]["failures"] == headline["pytest"]["errors"] == 0
+    failures = headline["pytest_failures"]
+    assert headline["pytest"]["errors"] == 0
+    assert failures["undeclared"] == [] and failures["declared_but_passed"] == []
+    assert headline["pytest"]["failures"] == len(failures["declared"])
     assert headline["gpu_mutants"]["survived"] == 0 and headline["lint"]["violations"] == 0
     assert headline["bench_gate_failures"] == []
 
@@ -58,3 +62,29 @@ def test_a_changed_dependency_makes_the_evidence_stale(tmp_path):
     kernel.write_text(kernel.read_text() + "\n# edited\n")
     assert evidence.stale(FOLDER, root=tmp_path) == {
         "det_suite/kernels/fp8_epilogue.py": "changed since"}
+
+
+JUNIT = """<testsuites><testsuite name="pytest">
+<testcase classname="tests.model.test_e2e" name="test_passes" time="1.0" />
+<testcase classname="tests.model.test_e2e" name="test_fails" time="1.0"><failure message="x">E</failure></testcase>
+<testcase classname="tests.unit.test_k.TestGroup" name="test_errs[a]" time="1.0"><error message="y">E</error></testcase>
+</testsuite></testsuites>"""
+
+
+@pytest.mark.parametrize("declared, expected", [
+    ([], {"declared": [], "undeclared": ["tests/model/test_e2e.py::test_fails",
+                                          "tests/unit/test_k.py::TestGroup::test_errs[a]"],
+          "declared_but_passed": []}),
+    (["tests/model/test_e2e.py::test_fails", "tests/model/test_e2e.py::test_passes"],
+     {"declared": ["tests/model/test_e2e.py::test_fails"],
+      "undeclared": ["tests/unit/test_k.py::TestGroup::test_errs[a]"],
+      "declared_but_passed": ["tests/model/test_e2e.py::test_passes"]}),
+], ids=["nothing-declared", "one-declared-one-stale"])
+def test_gpu_failures_are_matched_against_their_declarations(tmp_path, declared, expected):
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "junit.xml").write_text(JUNIT)
+    (tmp_path / evidence.KNOWN_FAILURES).write_text(json.dumps(
+        {"failures": [{"nodeid": n, "why": "because"} for n in declared]}))
+    found = evidence.failure_declarations(tmp_path)
+    found["declared"] = [d["nodeid"] for d in found["declared"]]
+    assert found == expected

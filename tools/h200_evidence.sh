@@ -11,8 +11,9 @@
 #
 # The benchmark gates are the speed the kernel must not fall below and the accuracy it must
 # keep: since FP32 promotion (issue 10) the speed gates are the promotion-on baseline measured
-# on the H200 (geomean 1.33, worst cell 2.35, decode 2.2x the weight-bytes floor), not the
-# parity target; BENCH_MAX_* override them. --max-error-ratio 1.10: det-suite's error against
+# on the H200 with a margin for run-to-run noise (promotion every 256, evidence
+# h200-2026-12-03-d: geomean 1.105, worst cell 1.53, decode 1.42x the weight-bytes floor),
+# not the parity target; BENCH_MAX_* override them. --max-error-ratio 1.10: det-suite's error against
 # fp64 within 1.10x cuBLAS default's in every cell.
 #
 # DET_SUITE_REVISION names the commit the sender's tree is at (det_suite/provenance.py): a
@@ -30,7 +31,7 @@ case "$PHASE" in
 matrix)
     $PY -m det_suite gpu-suite --out "$DIR" --steps bench,invariance,lint --require gpu,sm90 \
         --step-timeout invariance=420 \
-        --bench-args "--gate-mode graph --max-geomean ${BENCH_MAX_GEOMEAN:-1.40} --max-cell ${BENCH_MAX_CELL:-2.50} --max-floor-ratio ${BENCH_MAX_FLOOR:-2.5} --max-error-ratio 1.10" \
+        --bench-args "--gate-mode graph --max-geomean ${BENCH_MAX_GEOMEAN:-1.20} --max-cell ${BENCH_MAX_CELL:-1.75} --max-floor-ratio ${BENCH_MAX_FLOOR:-1.6} --max-error-ratio 1.10" \
         --invariance-args "--providers det_suite det_suite:s2 det_suite:s3 control torch_scaled_mm" \
         > "$DIR/gpu_suite.log" 2>&1 || status=$?
     ;;

@@ -21,9 +21,9 @@ pytestmark = pytest.mark.model
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "gsm8k"
 
 
-def _check(model: str, device: str, **run_options):
+def _check(model: str, device: str, *, stages: int | None = None, **run_options):
     result = check_gsm8k(CheckSettings(fixtures=str(FIXTURES), model=model, device=device,
-                                       progress=False), **run_options)
+                                       stages=stages, progress=False), **run_options)
     for line in verdict_lines(result):
         print(line)
     if result.status == "not comparable":
@@ -45,9 +45,7 @@ def test_the_tiny_models_fixture_checks_exact_on_the_cpu(tiny_check):
 def test_the_tiny_models_fixture_checks_exact_with_the_kernel_pinned_to_two_stages(tiny):
     """The fixture was recorded on each tile's own pipeline depth; the depth moves loads,
     never the arithmetic, so the pinned run must give the same tokens and texts."""
-    result = check_gsm8k(CheckSettings(fixtures=str(FIXTURES), model="synthetic:tiny?seed=0",
-                                       device="cpu", stages=2, progress=False),
-                         checkpoint=tiny)
+    result = _check("synthetic:tiny?seed=0", "cpu", stages=2, checkpoint=tiny)
     assert result.status == "exact", verdict_lines(result)
     assert result.run.settings["fp8_stages"] == 2
 

@@ -53,12 +53,19 @@ def _fixed(value: float, digits: int = 3) -> str:
     return f"{value:.{digits}f}" if value is not None and math.isfinite(value) else str(value)
 
 
+def _junit_case_file(case) -> tuple[str, str | None]:
+    """(test file, class or None) a JUnit test case's classname names (a trailing
+    capitalised part is the test class)."""
+    module = case.get("classname", "").split(".")
+    cls = module.pop() if module[-1][:1].isupper() else None
+    return "/".join(module) + ".py", cls
+
+
 def _junit_tests(path: Path) -> dict[str, str]:
     """test file -> outcome summary for test cases in a JUnit file (ran or skipped)."""
     files: dict[str, list[str]] = {}
     for case in ET.parse(path).getroot().iter("testcase"):
-        module = case.get("classname", "").split(".")
-        path_guess = "/".join(module[:-1] if module[-1][:1].isupper() else module) + ".py"
+        path_guess, _ = _junit_case_file(case)
         skipped = case.find("skipped") is not None
         files.setdefault(path_guess, []).append("skipped" if skipped else "ran")
     return {f: ("ran" if "ran" in outcomes else "skipped") for f, outcomes in files.items()}
@@ -76,10 +83,8 @@ def _junit_failed(path: Path) -> list[str]:
     for case in ET.parse(path).getroot().iter("testcase"):
         if case.find("failure") is None and case.find("error") is None:
             continue
-        module = case.get("classname", "").split(".")
-        cls = module.pop() if module[-1][:1].isupper() else None
-        nodeid = "/".join(module) + ".py" + (f"::{cls}" if cls else "") + f"::{case.get('name')}"
-        failed.append(nodeid)
+        test_file, cls = _junit_case_file(case)
+        failed.append(test_file + (f"::{cls}" if cls else "") + f"::{case.get('name')}")
     return sorted(failed)
 
 

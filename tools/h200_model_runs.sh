@@ -9,7 +9,10 @@
 #   OUT=... tools/h200_model_runs.sh report gsm8k.tgz perf.tgz           # one report over both (CPU is enough)
 #   OUT=... tools/h200_model_runs.sh flags                              # parse every command line, run nothing
 #
-# gsm8k: a) `det-suite gsm8k record` of the seed's fixture (the full preset: GSM8K-schema
+# gsm8k: 0) `det-suite gsm8k check` of the fixture committed for this model and stack
+#           (fixtures/gsm8k/...; COMMITTED_FIXTURE overrides, empty skips): an exact check
+#           proves the engine and kernels of this revision kept every output bit;
+#        a) `det-suite gsm8k record` of the seed's fixture (the full preset: GSM8K-schema
 #           rows 32-159, 512 new tokens, batch 32, CUDA Graph decode; the offline synthetic
 #           data set: the H200 has no hub access) into $OUT/gsm8k/fixtures;
 #        b) `det-suite gsm8k check` of that fixture in a fresh process (the second boot), then
@@ -20,9 +23,13 @@
 #           --max-ratio 1.05 --max-decode-floor-ratio 1.5);
 #        d) `det-suite cache-hit` (det and the stock control, CUDA Graph engine: the seed's 18
 #           cases) and `det-suite invariance --full` on the four Qwen3-8B shapes;
+#        d') tools/profile_decode.py: the batch-1 decode step split into graph replay and
+#           host work, the replay by kernel (not in SMOKE runs: it needs CUDA Graphs);
 #        e) `det-suite report` over every phase folder in $OUT into $OUT/report (no screenshot).
 #
-# Time, estimated from the code and the 2026-12-03 H200 runs (docs/evidence/h200-2026-12-03-c):
+# Measured on the H200 (docs/evidence/h200-2026-12-03-d-model-runs, steps.tsv): record 41 s,
+# each check 38-41 s, e2e 124 s, cache-hit 57 s, invariance 21 s; a profile took 44 s.
+# First estimate, from the code and the earlier runs (docs/evidence/h200-2026-12-03-c):
 # a process starts in ~8 s and builds the synthetic 8B on the GPU in ~15 s; the first one
 # compiles the kernels (~30-60 s, cached on disk for the rest of the call). A CUDA Graph decode
 # step took <= 12 ms there (cache-hit graph cases: ~64 steps in 0.7 s), so a GSM8K run is
@@ -32,7 +39,7 @@
 # ~1.5 min (det graph alone was 17 s of cases); invariance on 4 of the 9 shapes ~1 min (all 9
 # took 127 s); report ~10 s: perf ~6 min. Each step runs under `timeout` (SIGINT first, so
 # e2e keeps its finished boots) with a limit that keeps its phase under 9 minutes (the
-# limits add up to 530-540 s); the steps and their wall times are in <phase>/steps.tsv and
+# limits add up to 560 s for gsm8k, 540 s for perf); the steps and their wall times are in <phase>/steps.tsv and
 # steps.json (the report reads it). Each phase starts with a preflight (~5 s) that fails it
 # before any model is built: gsm8k loads its rows through `datasets`, perf needs NVML.
 #
@@ -87,6 +94,12 @@ else
                      --providers det_suite det_suite:s2 det_suite:s3 control torch_scaled_mm)
 fi
 
+# The committed fixture of this model on this stack (COMMITTED_FIXTURE overrides; empty: none).
+if [ "$SMOKE" = 1 ]; then
+    COMMITTED=${COMMITTED_FIXTURE-$(compgen -G "fixtures/gsm8k/synthetic-tiny-seed0/embedded-det__*.json" | head -n 1)}
+else
+    COMMITTED=${COMMITTED_FIXTURE-$(compgen -G "fixtures/gsm8k/synthetic-qwen3-8b-seed0/embedded-det__sm90__*.json" | head -n 1)}
+fi
 G=$OUT/gsm8k
 P=$OUT/perf
 RECORD=(gsm8k record --model "$MODEL" --mode det "${RECORD_ARGS[@]}" --fixtures "$G/fixtures")
@@ -175,7 +188,15 @@ phase_gsm8k() {
     mkdir -p "$G"
     : > "$G/steps.tsv"
     step "$G" preflight 30 bash -c preflight_gsm8k || { steps_json "$G" gsm8k; return; }
-    step "$G" record 170 "${DS[@]}" "${RECORD[@]}"
+    # The fixture committed for this model and stack, recorded by an earlier revision: an
+    # exact check proves a change of the engine or kernels kept every output bit.
+    if [ -n "$COMMITTED" ] && [ -f "$COMMITTED" ]; then
+        step "$G" committed 80 "${DS[@]}" gsm8k check --fixture "$COMMITTED" --out "$G/committed"
+    else
+        echo "== no committed fixture for $MODEL on this stack: committed check not run" \
+            | tee -a "$G/phase.log"
+    fi
+    step "$G" record 150 "${DS[@]}" "${RECORD[@]}"
     local fixture
     fixture=$(find "$G/fixtures" -name '*.json' -type f 2>/dev/null | head -n 1)
     if [ -z "$fixture" ]; then
@@ -183,10 +204,10 @@ phase_gsm8k() {
         failed+=(no-fixture)
     else
         recheck "$fixture"
-        step "$G" recheck 90 "${DS[@]}" "${RECHECK[@]}"
-        step "$G" stages2 110 "${DS[@]}" gsm8k check --fixture "$fixture" --stages 2 \
+        step "$G" recheck 80 "${DS[@]}" "${RECHECK[@]}"
+        step "$G" stages2 100 "${DS[@]}" gsm8k check --fixture "$fixture" --stages 2 \
             --out "$G/stages2"
-        step "$G" stages3 110 "${DS[@]}" gsm8k check --fixture "$fixture" --stages 3 \
+        step "$G" stages3 100 "${DS[@]}" gsm8k check --fixture "$fixture" --stages 3 \
             --out "$G/stages3"
         mkdir -p "$G/compare_s2_s3"
         step "$G" compare_s2_s3 20 "${DS[@]}" "${COMPARE[@]}"
@@ -199,9 +220,14 @@ phase_perf() {
     : > "$P/steps.tsv"
     step "$P" preflight 30 bash -c preflight_perf || { steps_json "$P" perf; return; }
     # e2e first: the coolest GPU of the call, so the thermal gate waits least.
-    step "$P" e2e 300 "${DS[@]}" "${E2E[@]}"
+    step "$P" e2e 260 "${DS[@]}" "${E2E[@]}"
     step "$P" cache_hit 100 "${DS[@]}" "${CACHE_HIT[@]}"
-    step "$P" invariance 80 "${DS[@]}" "${INVARIANCE[@]}"
+    step "$P" invariance 60 "${DS[@]}" "${INVARIANCE[@]}"
+    # Where the batch-1 decode step goes: graph replay vs host work, replay by kernel.
+    if [ "$SMOKE" != 1 ]; then
+        step "$P" profile_decode 60 "$PY" tools/profile_decode.py "$P/profile_decode" \
+            --model "$MODEL"
+    fi
     steps_json "$P" perf
 }
 

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Callable, Literal, Sequence
 
-from det_suite.platform.interpreter import interpreter_active, triton_imported, use_interpreter
+from det_suite.platform.interpreter import interpreter_active, interpreter_for_cpu_run
 
 Mode = Literal["quick", "full"]
 
@@ -62,13 +62,12 @@ def prepare_device(requested: str | None) -> str:
         raise UsageError(f"--device must be cuda or cpu; got {requested!r}")
     if requested.startswith("cuda") and not torch.cuda.is_available():
         raise UsageError("--device cuda, but torch sees no CUDA device")
-    if requested == "cpu" and not interpreter_active():
-        # Triton's own jitted helpers (tl.cdiv, ...) are compiled-mode once it is imported.
-        if triton_imported():
-            raise UsageError("--device cpu needs TRITON_INTERPRET=1 set before Triton is "
-                             "imported; set it in the environment")
-        use_interpreter("det-suite invariance: no GPU in use; TRITON_INTERPRET=1 set (kernels "
-                        "run on the Triton interpreter)")
+    if requested == "cpu":
+        try:
+            interpreter_for_cpu_run("det-suite invariance: no GPU in use; TRITON_INTERPRET=1 "
+                                    "set (kernels run on the Triton interpreter)")
+        except ValueError as exc:
+            raise UsageError(str(exc)) from None
     return requested
 
 

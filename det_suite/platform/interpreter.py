@@ -91,6 +91,20 @@ def _choose(announce: str | None) -> None:
     hardware.current.cache_clear()  # the snapshot records whether the interpreter is on
 
 
+def interpreter_for_cpu_run(announce: str | None = None) -> None:
+    """A run asked to use the CPU (`--device cpu`) runs det-suite's kernels on the
+    interpreter, even on a GPU machine and whatever TRITON_INTERPRET said: compiled kernels
+    cannot take CPU tensors. Must happen before Triton is imported (its own jitted helpers
+    are compiled-mode afterwards): ValueError saying so otherwise."""
+    if interpreter_active():
+        make_gpu_faithful()
+        return
+    if triton_imported():
+        raise ValueError(f"--device cpu needs {INTERPRET_ENV}=1 set before Triton is imported; "
+                         "set it in the environment")
+    _choose(announce)
+
+
 def torch_without_cuda() -> bool:
     """torch was built without CUDA (and ROCm): no tensor can ever be on a GPU here, so
     kernels can only run on the interpreter. Asks the build, never the driver, so importing

@@ -6,8 +6,12 @@ the shapes it has seen (docs in the table notes) from three quantities:
 
 - decode tiles: ceil(N / 64) programs serve M <= 32 (the swapped 64-row weight tile). Fewer
   than the SM count leave SMs idle while each program streams a long K, so K is split into
-  round(SMs / decode tiles) chunks (at least 2048 elements each, at most 8), but only once
-  K >= 8192: below that, measured split-K lost to its partial-sum traffic.
+  floor(SMs / decode tiles) chunks (at least 2048 elements each, at most 8), but only once
+  K >= 8192: below that, measured split-K lost to its partial-sum traffic. Floor, not
+  round: a split that overfills the GPU (two chunks of 80 tiles on 132 SMs) runs a second
+  partial wave and lost at every M on the H200 (5120 x 8192: 1.34 -> 1.78 at M = 128,
+  sweep in docs/evidence/h200-2026-12-03-d/promotion), while 40 tiles split three ways won
+  (2560 x 9728 decode: 1.20 -> 0.85 of cuBLAS).
 - the middle class (33 <= M <= 256) by N: 64 x 64 tiles up to N = 4096 (enough programs
   to fill the GPU), 128 x 128 on two warpgroups from N = 8192, 64 x 128 between; above
   M = 256 every shape takes 128 x 128 on two warpgroups. Decode tiles pipeline deeper on
@@ -33,7 +37,7 @@ MIN_SPLIT_K = 8192        # K below this: one chunk
 MIN_CHUNK_K = 2048
 MAX_SPLIT = 8
 WIDE_N = 16384
-BLOCK_K = 256  # SM90's promotion interval (policy/tiles.py): one promotion per K step
+BLOCK_K = promotion_k("sm90")  # one promotion point per K step
 
 # Families with a rule; the others serve unnamed shapes with their table's default entry.
 RULE_FAMILIES = ("sm90",)
@@ -43,7 +47,7 @@ def split_for(n: int, k: int, sm_count: int) -> int:
     if k < MIN_SPLIT_K:
         return 1
     decode_tiles = -(-n // DECODE_BLOCK_N)
-    want = max(1, round(sm_count / decode_tiles))
+    want = max(1, sm_count // decode_tiles)
     return max(1, min(want, k // MIN_CHUNK_K, MAX_SPLIT))
 
 

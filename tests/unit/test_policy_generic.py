@@ -48,6 +48,8 @@ def test_rule_entries_pass_the_table_validation(shape):
 @pytest.mark.parametrize("n,k,sms,split", [
     (4096, 4096, 132, 1),       # K below MIN_SPLIT_K: one chunk
     (4096, 14336, 132, 2),      # 64 decode tiles on 132 SMs
+    (5120, 8192, 132, 1),       # 80 tiles: a second chunk would overfill the GPU
+    (2560, 9728, 132, 3),       # 40 tiles: three chunks fit one wave
     (8192, 28672, 132, 1),      # 128 decode tiles already fill the GPU
     (2048, 8192, 132, 4),       # capped by 2048-element chunks
     (1024, 65536, 132, 8),      # capped by MAX_SPLIT

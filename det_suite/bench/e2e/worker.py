@@ -104,18 +104,16 @@ def main(argv: list[str]) -> int:
     if len(argv) != 2:
         print("usage: python -m det_suite.bench.e2e.worker JOB.json OUT.json", file=sys.stderr)
         return 2
-    from det_suite.platform.interpreter import (default_to_interpreter, interpreter_chosen,
-                                                use_interpreter)
+    from det_suite.platform.interpreter import default_to_interpreter, interpreter_for_cpu_run
     from det_suite.reports.files import write_json_atomic
 
     job_path, out_path = argv
     with open(job_path) as handle:
         job = json.load(handle)
-    # Before anything imports Triton: a boot asked to run on the CPU runs det-suite's
-    # kernels on the interpreter even on a GPU machine (what `--device cpu` means); else
-    # the interpreter only where there is no CUDA device.
-    if job["plan"]["device"] == "cpu" and not interpreter_chosen():
-        use_interpreter()
+    # Before anything imports Triton; the interpreter only where there is no CUDA device,
+    # unless the boot was asked to run on the CPU.
+    if job["plan"]["device"] == "cpu":
+        interpreter_for_cpu_run()
     else:
         default_to_interpreter()
     record = run_job(job, _emitter(job["parent_pid"]))

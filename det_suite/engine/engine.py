@@ -89,12 +89,11 @@ class Engine:
             with torch.inference_mode():
                 for chunks in plan_prefill(seqs, self.chunk_size):
                     self.prefilled_tokens += sum(end - start for _, start, end in chunks)
-                    self._run(build_step(chunks, self.page_size, self.device), graph=False)
+                    self._run(build_step(chunks, self.page_size, self.device))
                 while any(not seq.finished for seq in seqs):
-                    chunks = decode_chunks(seqs)
-                    self._run(build_step(chunks, self.page_size, self.device), graph=True)
+                    self._decode([seq for seq in seqs if not seq.finished])
             for seq in seqs:
-                written = len(seq.prompt) + len(seq.output) - 1
+                written = seq.length - 1
                 self.pool.commit(seq.tokens[:written], seq.pages)
         finally:
             for seq in seqs:
@@ -152,13 +151,21 @@ class Engine:
                         first_logprob=first, pages=cached_pages + fresh,
                         cached=len(cached_pages) * self.page_size)
 
-    def _run(self, step: Step, *, graph: bool) -> None:
-        batch = step.batch
-        rows = batch.token_ids.shape[0]
-        if graph and self.graphs is not None and self.graphs.size_for(rows) is not None:
-            logprobs = self.graphs.run(batch)
-        else:
-            logprobs = self.model.forward(batch, self.kv)
+    def _decode(self, seqs: list[Sequence]) -> None:
+        """One token for each of `seqs`: through a captured graph when one is large enough
+        (one upload, one download, no per-step tensors), else eagerly like prefill."""
+        if self.graphs is None or self.graphs.size_for(len(seqs)) is None:
+            self._run(build_step(decode_chunks(seqs), self.page_size, self.device))
+            return
+        tokens, values = self.graphs.decode(seqs)
+        self.forward_calls += 1
+        for seq, token, value in zip(seqs, tokens, values):
+            seq.computed = seq.length           # the last token's K/V is now written
+            seq.output.append(token)
+            seq.logprobs.append(value)
+
+    def _run(self, step: Step) -> None:
+        logprobs = self.model.forward(step.batch, self.kv)
         self.forward_calls += 1
         greedy = torch.argmax(logprobs, dim=-1)
         targets = torch.tensor([-1 if row.target is None else row.target for row in step.rows],

@@ -4,7 +4,9 @@ Prefill: every request's uncached prompt tokens, packed request after request in
 at most `chunk_size` tokens (None: one call), with no padding: a request may be split over
 calls (chunked prefill) and a call may hold several requests. Decode: one token per
 unfinished request per call. Each call is one `PackedBatch` plus, for every logit row, what
-the engine does with it (score a prompt token, or pick the next token greedily).
+the engine does with it (score a prompt token, or pick the next token greedily). A decode
+step served by a CUDA Graph packs the same metadata in place instead (`graphs.DecodeInputs`),
+from the O(1) per-sequence state here (`length`, `token_at`, `slot`).
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ class Sequence:
     prompt: tuple[int, ...]
     max_new_tokens: int
     first_logprob: int            # first prompt position whose logprob is returned (>= 1)
-    pages: list[int]
+    pages: list[int]              # fixed at admission: covers every token it will write
     cached: int                   # prompt tokens served from the prefix cache
     computed: int = 0             # tokens whose K/V is in the cache
     output: list[int] = field(default_factory=list)
@@ -32,7 +34,20 @@ class Sequence:
 
     @property
     def tokens(self) -> list[int]:
+        """Prompt then output: a new list, O(length); per-step code uses `token_at`."""
         return list(self.prompt) + self.output
+
+    @property
+    def length(self) -> int:
+        return len(self.prompt) + len(self.output)
+
+    def token_at(self, pos: int) -> int:
+        prompt = len(self.prompt)
+        return self.prompt[pos] if pos < prompt else self.output[pos - prompt]
+
+    def slot(self, pos: int, page_size: int) -> int:
+        """Where position pos's K/V lives in the paged cache (page * page_size + offset)."""
+        return self.pages[pos // page_size] * page_size + pos % page_size
 
     @property
     def finished(self) -> bool:
@@ -76,20 +91,15 @@ def plan_prefill(seqs, chunk_size: int | None) -> list[list[tuple[Sequence, int,
     return calls
 
 
-def _slots(seq: Sequence, start: int, end: int, page_size: int) -> list[int]:
-    return [seq.pages[p // page_size] * page_size + p % page_size for p in range(start, end)]
-
-
 def build_step(chunks, page_size: int, device, *, width: int | None = None) -> Step:
     """The packed batch for one call over (sequence, start, end) ranges of each sequence's
     tokens; `width` pads block tables to a fixed number of pages (CUDA Graph buffers)."""
     tokens, positions, slots, starts, contexts, logit_rows, rows = [], [], [], [0], [], [], []
     tables = []
     for seq, start, end in chunks:
-        seq_tokens = seq.tokens
         for pos in range(start, end):
             row = len(tokens)
-            tokens.append(seq_tokens[pos])
+            tokens.append(seq.token_at(pos))
             positions.append(pos)
             if pos + 1 < len(seq.prompt):
                 if pos + 1 >= seq.first_logprob:
@@ -98,7 +108,7 @@ def build_step(chunks, page_size: int, device, *, width: int | None = None) -> S
             else:
                 logit_rows.append(row)
                 rows.append(LogitRow(seq, None))
-        slots += _slots(seq, start, end, page_size)
+        slots += [seq.slot(pos, page_size) for pos in range(start, end)]
         starts.append(len(tokens))
         contexts.append(start)
         tables.append(seq.pages)
@@ -119,4 +129,4 @@ def build_step(chunks, page_size: int, device, *, width: int | None = None) -> S
 
 def decode_chunks(seqs) -> list[tuple[Sequence, int, int]]:
     """One range per unfinished sequence: its last token, whose K/V is not yet written."""
-    return [(seq, len(seq.tokens) - 1, len(seq.tokens)) for seq in seqs if not seq.finished]
+    return [(seq, seq.length - 1, seq.length) for seq in seqs if not seq.finished]

@@ -1,5 +1,7 @@
 """Batch-invariant causal attention over a paged KV cache: prefill with a query offset,
-chunked prefill and decode in one kernel.
+chunked prefill and decode, one program per (query tile, head) walking its segments in
+registers. Decode calls may instead take the split shape (`bi_attention_split.py`, then
+`bi_attention_combine.py`), which computes the same bits with one program per segment.
 
 Request r owns query rows query_starts[r]:query_starts[r+1]; its keys and values for
 positions 0 .. context_lens[r] + q_len - 1 are already in the cache, position p in block
@@ -9,16 +11,22 @@ reads KV head h // GROUP.
 
 Why a query's bits depend only on its own q row and the K/V at its positions:
 
-- KV is visited in fixed BLOCK_KV tiles of absolute positions (0, BLOCK_KV, 2*BLOCK_KV,
-  ...), in ascending order, with an fp32 online softmax. Tile boundaries never depend on
-  which queries share a program, on the chunk a prefill was split into, or on the call.
-- A program covers BLOCK_Q queries of one request and walks the tiles up to its last
-  query's position, so an earlier query of the tile may see trailing tiles wholly hidden
-  from it. Such a tile leaves its row unchanged bit for bit: its scores are -inf, the
-  running max does not move (rescale factor exp(0) = 1 exactly), its probabilities are 0,
-  and it adds exact zeros to the sum and the accumulator.
-- BLOCK_Q is the same for every launch, so every call uses one MMA instruction, whose
-  arithmetic for a row does not read the other rows.
+- The reduction is fixed by absolute positions alone (`bi_attention_segment.py`): keys are
+  cut into SEGMENT-sized segments, each reduced from a fresh state in ascending BLOCK_KV
+  tiles with an fp32 online softmax, and the segments merged in ascending order starting
+  from segment 0's state. Neither the cuts nor the order depend on which queries share a
+  program, on the chunk a prefill was split into, on the call, or on the launch shape.
+- Why segments at all: a long context's segments are independent until the merge, so a
+  decode step (one query per request: one program per head in this shape) can spread them
+  over programs (the split shape) and still reduce exactly as a prefill does here.
+- A program covers BLOCK_Q queries of one request and walks the keys up to its last
+  query's position, so an earlier query of the tile may see trailing tiles, or whole
+  trailing segments, wholly hidden from it. Such a tile leaves its row unchanged bit for
+  bit: its scores are -inf, the running max does not move (rescale factor exp(0) = 1
+  exactly), its probabilities are 0, and it adds exact zeros to the sum and the
+  accumulator. Such a segment keeps a fresh state (max -inf), which the merge selects away.
+- BLOCK_Q is the same for every launch of either shape, so every call uses one MMA
+  instruction, whose arithmetic for a row does not read the other rows.
 - Keys past the request's cached length are never read (masked to zero), so whatever the
   cache holds there (stale pages, another request's data) cannot reach a row.
 
@@ -30,6 +38,8 @@ no device-to-host copy, so the launch can be captured in a CUDA graph.
 
 import triton
 import triton.language as tl
+
+from det_suite.kernels.bi_attention_segment import attend_segment, merge_segment
 
 
 @triton.jit
@@ -46,6 +56,7 @@ def bi_paged_attention_kernel(
     GROUP: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_Q: tl.constexpr, BLOCK_KV: tl.constexpr,
+    SEGMENT: tl.constexpr,
 ):
     tile = tl.program_id(0)
     head = tl.program_id(1)
@@ -71,32 +82,21 @@ def bi_paged_attention_kernel(
     q = tl.load(q_ptr + q_rows[:, None] * stride_qt + head * stride_qh + offs_d[None, :],
                 mask=query_exists[:, None], other=0.0)
 
-    row_max = tl.full((BLOCK_Q,), float("-inf"), dtype=tl.float32)
-    row_sum = tl.zeros((BLOCK_Q,), dtype=tl.float32)
-    acc = tl.zeros((BLOCK_Q, HEAD_DIM), dtype=tl.float32)
     # Keys up to the tile's last query; none for a program past the request's last tile.
     kv_end = tl.where(tile_start < q_len, tl.minimum(context + tile_start + BLOCK_Q, kv_len), 0)
     block_table = block_tables_ptr + request.to(tl.int64) * stride_bt
-    for kv_start in range(0, kv_end, BLOCK_KV):
-        offs_kv = kv_start + tl.arange(0, BLOCK_KV)
-        key_in_cache = offs_kv < kv_len
-        block = tl.load(block_table + offs_kv // block_size, mask=key_in_cache, other=0)
-        slot = block.to(tl.int64) * stride_kb + (offs_kv % block_size) * stride_ks
-        k = tl.load(k_cache_ptr + slot[None, :] + kv_head * stride_kh + offs_d[:, None],
-                    mask=key_in_cache[None, :], other=0.0)
-        scores = tl.dot(q, k) * scale
-        key_visible = key_in_cache[None, :] & (offs_kv[None, :] <= positions[:, None])
-        scores = tl.where(key_visible, scores, float("-inf"))
-
-        new_max = tl.maximum(row_max, tl.max(scores, axis=1))
-        rescale = tl.exp(row_max - new_max)
-        probs = tl.exp(scores - new_max[:, None])
-        row_sum = row_sum * rescale + tl.sum(probs, axis=1)
-        v_slot = block.to(tl.int64) * stride_vb + (offs_kv % block_size) * stride_vs
-        v = tl.load(v_cache_ptr + v_slot[:, None] + kv_head * stride_vh + offs_d[None, :],
-                    mask=key_in_cache[:, None], other=0.0)
-        acc = tl.dot(probs.to(v.dtype), v, acc * rescale[:, None])
-        row_max = new_max
+    row_max, row_sum, acc = attend_segment(
+        q, positions, 0, tl.minimum(kv_end, SEGMENT), kv_len, scale,
+        k_cache_ptr, v_cache_ptr, block_table, kv_head, block_size,
+        stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
+        BLOCK_Q, BLOCK_KV, HEAD_DIM, SEGMENT)
+    for seg_start in range(SEGMENT, kv_end, SEGMENT):
+        seg_max, seg_sum, seg_acc = attend_segment(
+            q, positions, seg_start, tl.minimum(kv_end, seg_start + SEGMENT), kv_len, scale,
+            k_cache_ptr, v_cache_ptr, block_table, kv_head, block_size,
+            stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
+            BLOCK_Q, BLOCK_KV, HEAD_DIM, SEGMENT)
+        row_max, row_sum, acc = merge_segment(row_max, row_sum, acc, seg_max, seg_sum, seg_acc)
 
     # Rows past the request's queries are never stored; a sum of 1 keeps them finite.
     out = acc / tl.where(query_exists, row_sum, 1.0)[:, None]

@@ -5,11 +5,14 @@
 One program normalises one row, so nothing about the other rows (how many, which) can
 reach a row's arithmetic. The sum of squares is kept in BLOCK_H fp32 lanes over ascending
 BLOCK_H chunks of the row and folded once at the end: the order depends on (H, BLOCK_H),
-never on the number of rows.
+never on the number of rows. The row arithmetic lives in `rmsnorm_row`, shared with the
+fused kernels that must reproduce these bits.
 """
 
 import triton
 import triton.language as tl
+
+from det_suite.kernels.rmsnorm_row import rms_apply, rms_inverse
 
 
 @triton.jit
@@ -25,19 +28,11 @@ def bi_rmsnorm_kernel(
     out_row = out_ptr + row * stride_om
     offs = tl.arange(0, BLOCK_H)
 
-    square_lanes = tl.zeros((BLOCK_H,), dtype=tl.float32)
-    for h0 in range(0, H, BLOCK_H):
-        col_exists = (h0 + offs) < H
-        h = tl.load(x_row + h0 + offs, mask=col_exists, other=0.0).to(tl.float32)
-        square_lanes += h * h
-    variance = tl.sum(square_lanes, axis=0) / H
-    inv_rms = 1.0 / tl.sqrt_rn(variance + eps)
+    inv_rms = rms_inverse(x_row, H, eps, BLOCK_H)
 
     for h0 in range(0, H, BLOCK_H):
         col_exists = (h0 + offs) < H
         h = tl.load(x_row + h0 + offs, mask=col_exists, other=0.0).to(tl.float32)
-        # Round to the input dtype before the weight multiply, as transformers does.
-        normed = (h * inv_rms).to(out_ptr.dtype.element_ty).to(tl.float32)
         weight = tl.load(weight_ptr + h0 + offs, mask=col_exists, other=0.0).to(tl.float32)
-        tl.store(out_row + h0 + offs, (weight * normed).to(out_ptr.dtype.element_ty),
+        tl.store(out_row + h0 + offs, rms_apply(h, inv_rms, weight, out_ptr.dtype.element_ty),
                  mask=col_exists)

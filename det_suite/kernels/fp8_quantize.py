@@ -65,6 +65,18 @@ def _round_to_e4m3_grid(v):
 
 
 @triton.jit
+def quantize_to_e4m3_grid(x, scale, FP8_MAX: tl.constexpr):
+    """x (any float dtype) / scale, clamped, rounded to the e4m3 grid, in fp32: the one
+    definition of static quantization, shared by every kernel that quantizes (a cast of the
+    result to float8_e4m3fn is exact)."""
+    scaled = tl.div_rn(_widen_to_fp32(x), scale)  # IEEE division, as torch's x / scale
+    # PropagateNan.ALL: a NaN stays NaN through the clamp instead of becoming +-448.
+    clamped = tl.minimum(tl.maximum(scaled, -FP8_MAX, propagate_nan=tl.PropagateNan.ALL),
+                         FP8_MAX, propagate_nan=tl.PropagateNan.ALL)
+    return _round_to_e4m3_grid(clamped)
+
+
+@triton.jit
 def fp8_quantize_kernel(
     x_ptr, q_ptr, scale_ptr,
     M, K,
@@ -84,11 +96,7 @@ def fp8_quantize_kernel(
     scale = tl.load(scale_ptr)
     x = tl.load(x_ptr + offs_m[:, None] * stride_xm + offs_k[None, :] * stride_xk,
                 mask=in_bounds, other=0.0)
-    scaled = tl.div_rn(_widen_to_fp32(x), scale)  # IEEE division, as torch's x / scale
-    # PropagateNan.ALL: a NaN stays NaN through the clamp instead of becoming +-448.
-    clamped = tl.minimum(tl.maximum(scaled, -FP8_MAX, propagate_nan=tl.PropagateNan.ALL),
-                         FP8_MAX, propagate_nan=tl.PropagateNan.ALL)
-    rounded = _round_to_e4m3_grid(clamped)
+    rounded = quantize_to_e4m3_grid(x, scale, FP8_MAX)
     # `rounded` is already an e4m3 value, so this cast is exact.
     tl.store(q_ptr + offs_m[:, None] * stride_qm + offs_k[None, :] * stride_qk,
              rounded.to(q_ptr.dtype.element_ty), mask=in_bounds)

@@ -38,10 +38,20 @@ KERNELS: dict[str, KernelEntry] = {entry.name: entry for entry in (
     KernelEntry("bi_matmul_kernel", "det_suite.kernels.bi_matmul", "bf16", gemm=False),
     KernelEntry("bi_paged_attention_kernel", "det_suite.kernels.bi_attention", "bf16",
                 gemm=False),
+    KernelEntry("bi_paged_attention_split_kernel", "det_suite.kernels.bi_attention_split",
+                "bf16", gemm=False),
+    KernelEntry("bi_paged_attention_combine_kernel", "det_suite.kernels.bi_attention_combine",
+                None, "no MMA (ordered fp32 merge of attention segments)", gemm=False),
     KernelEntry("bi_rmsnorm_kernel", "det_suite.kernels.bi_rmsnorm", None,
                 "no MMA (per-row fp32 sum)", gemm=False),
     KernelEntry("bi_log_softmax_kernel", "det_suite.kernels.bi_log_softmax", None,
                 "no MMA (per-row fp32 max and sum)", gemm=False),
+    KernelEntry("bi_rmsnorm_quantize_kernel", "det_suite.kernels.bi_rmsnorm_quantize", None,
+                "no MMA (per-row fp32 sum, elementwise quantization)", gemm=False),
+    KernelEntry("bi_mul_quantize_kernel", "det_suite.kernels.bi_mul_quantize", None,
+                "no MMA (elementwise)", gemm=False),
+    KernelEntry("bi_qk_norm_rope_kernel", "det_suite.kernels.bi_qk_norm_rope", None,
+                "no MMA (per-row fp32 sum, elementwise RoPE, KV-cache copy)", gemm=False),
 )}
 
 GEMM_KERNELS: tuple[str, ...] = tuple(name for name, e in KERNELS.items() if e.gemm)

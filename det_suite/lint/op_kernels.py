@@ -7,7 +7,10 @@ whatever the number of rows, queries or requests; the others hold no MMA. The la
 compiled are `ops.bi_launch_spec`'s descriptions bound to stand-ins, at the call shapes
 Triton specialises differently: one row / one request (ints equal to 1 become constants),
 a row count that is no multiple of 16, and a large prefill; for attention also a page
-size of 1.
+size of 1. Attention has two launch shapes (its tile kernel; the split partial and
+combine kernels for decode calls), each linted at the calls that take it, and the split
+partial kernel must hold the tile kernel's signature (`SAME_MMA_AS`): a decode row has a
+prefill row's bits only if one instruction computes both.
 """
 
 from __future__ import annotations
@@ -28,9 +31,14 @@ Q_HEADS, KV_HEADS, HEAD_DIM = 32, 8, 128
 CACHE_BLOCKS, MAX_BLOCKS = 1024, 256
 # Row counts: decode (Triton's M == 1 constant), a ragged count, a large prefill.
 ROW_COUNTS = (1, 37, 4096)
-# (tokens, requests, page size): decode of one, decode of a batch, a prefill, a ragged
-# batch, pages of one token (the page size becomes a constant).
-ATTENTION_CALLS = ((1, 1, 16), (4, 4, 16), (4096, 1, 16), (1000, 3, 16), (37, 2, 1))
+# paged_attention calls as (tokens, requests, page size). Decode calls (T == R) launch the
+# split shape (partial and combine kernels): decode of one, of a batch, with pages of one
+# token. The others the tile kernel: a prefill, a ragged batch, pages of one token (the
+# page size becomes a constant). Each kernel is linted at the calls that launch it.
+ATTENTION_CALLS = ((1, 1, 16), (4, 4, 16), (8, 8, 1), (4096, 1, 16), (1000, 3, 16),
+                   (37, 2, 1))
+ATTENTION_KERNELS = ("bi_paged_attention_kernel", "bi_paged_attention_split_kernel",
+                     "bi_paged_attention_combine_kernel")
 
 
 def _bf16():
@@ -66,28 +74,86 @@ def _log_softmax(m: int) -> KernelLaunch:
                                 out=contiguous(torch.float32, m, VOCAB)))
 
 
-def _attention(tokens: int, requests: int, page: int) -> KernelLaunch:
+def _attention(tokens: int, requests: int, page: int) -> dict[str, KernelLaunch]:
+    """Every launch of one paged_attention call, by kernel."""
     import torch
 
-    from det_suite.ops.bi_launch_spec import attention_launch_spec
+    from det_suite.ops.bi_launch_spec import (attention_launch_spec,
+                                              attention_split_launch_spec, attention_splits_kv,
+                                              attention_workspace_shapes)
 
     bf16, i32 = _bf16(), torch.int32
-    call = attention_launch_spec(tokens, requests, Q_HEADS, KV_HEADS, HEAD_DIM, page,
-                                 HEAD_DIM ** -0.5)
     cache = contiguous(bf16, CACHE_BLOCKS, page, KV_HEADS, HEAD_DIM)
     q = contiguous(bf16, tokens, Q_HEADS, HEAD_DIM)
-    return bind_call(call, dict(q=q, out=q, k_cache=cache, v_cache=cache,
-                                block_tables=contiguous(i32, requests, MAX_BLOCKS),
-                                context_lens=contiguous(i32, requests),
-                                query_starts=contiguous(i32, requests + 1)))
+    tensors = dict(q=q, out=q, k_cache=cache, v_cache=cache,
+                   block_tables=contiguous(i32, requests, MAX_BLOCKS),
+                   context_lens=contiguous(i32, requests),
+                   query_starts=contiguous(i32, requests + 1))
+    scale = HEAD_DIM ** -0.5
+    if attention_splits_kv(tokens, requests):
+        calls = attention_split_launch_spec(tokens, requests, Q_HEADS, KV_HEADS, HEAD_DIM,
+                                            page, MAX_BLOCKS, scale)
+        for role, shape in attention_workspace_shapes(tokens, Q_HEADS, HEAD_DIM, page,
+                                                      MAX_BLOCKS).items():
+            tensors[role] = contiguous(torch.float32, *shape)
+    else:
+        calls = (attention_launch_spec(tokens, requests, Q_HEADS, KV_HEADS, HEAD_DIM, page,
+                                       scale),)
+    return {call.kernel: bind_call(call, tensors) for call in calls}
+
+
+def _qk_norm_rope(tokens: int) -> KernelLaunch:
+    import torch
+
+    from det_suite.ops.bi_launch_spec import qk_norm_rope_launch_spec
+
+    bf16, page = _bf16(), 16
+    call = qk_norm_rope_launch_spec(tokens, Q_HEADS, KV_HEADS, HEAD_DIM, CACHE_BLOCKS * page,
+                                    1e-6)
+    q = contiguous(bf16, tokens, Q_HEADS, HEAD_DIM)
+    kv = contiguous(bf16, tokens, KV_HEADS, HEAD_DIM)
+    rope = contiguous(bf16, tokens, HEAD_DIM)
+    weight = contiguous(bf16, HEAD_DIM)
+    cache = contiguous(bf16, CACHE_BLOCKS, page, KV_HEADS, HEAD_DIM)
+    return bind_call(call, dict(q=q, k=kv, v=kv, q_weight=weight, k_weight=weight, cos=rope,
+                                sin=rope, k_cache=cache, v_cache=cache, q_out=q,
+                                slot_mapping=contiguous(torch.int64, tokens)))
+
+
+def _rmsnorm_quantize(m: int) -> KernelLaunch:
+    import torch
+
+    from det_suite.ops.bi_launch_spec import MAX_QUANTIZED_OUTPUTS, rmsnorm_quantize_launch_spec
+
+    fp8, f32 = torch.float8_e4m3fn, torch.float32
+    call = rmsnorm_quantize_launch_spec(m, HIDDEN, 1e-6, MAX_QUANTIZED_OUTPUTS)
+    tensors = dict(x=contiguous(_bf16(), m, HIDDEN), weight=contiguous(_bf16(), HIDDEN))
+    for i in range(MAX_QUANTIZED_OUTPUTS):
+        tensors[f"q{i}"] = contiguous(fp8, m, HIDDEN)
+        tensors[f"scale{i}"] = contiguous(f32, 1)
+    return bind_call(call, tensors)
+
+
+def _mul_quantize(m: int) -> KernelLaunch:
+    import torch
+
+    from det_suite.ops.bi_launch_spec import mul_quantize_launch_spec
+
+    call = mul_quantize_launch_spec(m, HIDDEN)
+    return bind_call(call, dict(a=contiguous(_bf16(), m, HIDDEN), b=contiguous(_bf16(), m, HIDDEN),
+                                q=contiguous(torch.float8_e4m3fn, m, HIDDEN),
+                                scale=contiguous(torch.float32, 1)))
 
 
 def op_kernel_launches(name: str) -> list[tuple[str, KernelLaunch]]:
     """(label, launch) for every representative launch of an op kernel."""
-    if name == "bi_paged_attention_kernel":
-        return [(f"T={t} R={r} page={p}", _attention(t, r, p)) for t, r, p in ATTENTION_CALLS]
+    if name in ATTENTION_KERNELS:
+        calls = [(f"T={t} R={r} page={p}", _attention(t, r, p)) for t, r, p in ATTENTION_CALLS]
+        return [(label, launches[name]) for label, launches in calls if name in launches]
     builders = {"bi_matmul_kernel": _matmul, "bi_rmsnorm_kernel": _rmsnorm,
-                "bi_log_softmax_kernel": _log_softmax}
+                "bi_log_softmax_kernel": _log_softmax, "bi_qk_norm_rope_kernel": _qk_norm_rope,
+                "bi_rmsnorm_quantize_kernel": _rmsnorm_quantize,
+                "bi_mul_quantize_kernel": _mul_quantize}
     if name not in builders:
         raise KeyError(f"{name!r} is not a batch-invariant op kernel")
     return [(f"M={m}", builders[name](m)) for m in ROW_COUNTS]
@@ -96,15 +162,29 @@ def op_kernel_launches(name: str) -> list[tuple[str, KernelLaunch]]:
 # The registry's op kernels that feed tensor cores; those without MMA are fixed kernels
 # (`variants.FIXED_KERNELS`) and linted there at `op_kernel_launches(name)[-1]`.
 OP_KERNEL_NAMES = ("bi_matmul_kernel", "bi_paged_attention_kernel", "bi_rmsnorm_kernel",
-                   "bi_log_softmax_kernel")
+                   "bi_log_softmax_kernel", "bi_qk_norm_rope_kernel",
+                   "bi_rmsnorm_quantize_kernel", "bi_mul_quantize_kernel",
+                   "bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel")
 MMA_OP_KERNELS: tuple[registry.KernelEntry, ...] = tuple(
     registry.entry(name) for name in OP_KERNEL_NAMES if registry.entry(name).operand_dtype)
 
 
+# MMA kernels whose rows must have another kernel's bits, so its MMA instruction too: the
+# split shape's partial kernel reduces a decode query exactly as the tile kernel reduces it
+# in a prefill. Its lint compiles both kernels' launches and wants one signature across.
+SAME_MMA_AS = {"bi_paged_attention_split_kernel": "bi_paged_attention_kernel"}
+
+
 def op_kernel_jobs(kernel: registry.KernelEntry, capability: int):
-    """(label, compile job) for every launch of an MMA op kernel on one target."""
-    return [(label, specialize(launch, kernel.module, kernel.name, capability))
+    """(label, compile job) for every launch of an MMA op kernel on one target, then those
+    of the kernel whose MMA it must share (labelled with that kernel's name)."""
+    jobs = [(label, specialize(launch, kernel.module, kernel.name, capability))
             for label, launch in op_kernel_launches(kernel.name)]
+    partner = SAME_MMA_AS.get(kernel.name)
+    if partner:
+        jobs += [(f"{partner} {label}", job)
+                 for label, job in op_kernel_jobs(registry.entry(partner), capability)]
+    return jobs
 
 
 def lint_op_kernel(kernel: registry.KernelEntry, capability: int, outcomes

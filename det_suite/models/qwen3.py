@@ -13,6 +13,12 @@ batch-invariant ops (det mode) or torch/vendor ops (the stock control). It provi
     write_kv(k, v, k_cache, v_cache, slot_mapping)   store the new tokens' K/V
     attention(q, k_cache, v_cache, block_tables, context_lens, query_starts, scale)
     log_softmax(logits) -> fp32
+and, optionally (None: composed here from the ops above, which they must equal bit for bit),
+    norm_for_linears(x, weight, eps, linears) -> one input per linear: rms_norm(x) as each
+        linear's fp8_linear accepts it (e.g. already quantized with its input scale)
+    gated_for_linear(gate, up, linear) -> silu(gate) * up as the linear accepts it
+    qk_norm_rope_write(q, k, v, q_weight, k_weight, eps, cos, sin, k_cache, v_cache,
+        slot_mapping) -> q: rms_norm of q and k, apply_rope on both, write_kv
 Everything else here is elementwise or a gather, so it cannot depend on the batch.
 
 The seven linears stay separate GEMMs: the checkpoint gives each its own per-tensor weight
@@ -99,26 +105,40 @@ class Qwen3Model:
         self.cos, self.sin = rope_table(config, max_positions, checkpoint.device,
                                         checkpoint.embed_tokens.dtype)
 
+    def _norm_for_linears(self, x, weight, linears) -> list:
+        if self.ops.norm_for_linears is not None:
+            return self.ops.norm_for_linears(x, weight, self.eps, linears)
+        return [self.ops.rms_norm(x, weight, self.eps)] * len(linears)
+
     def _attention_block(self, layer, x, batch: PackedBatch, kv, cos, sin) -> torch.Tensor:
         ops, t = self.ops, x.shape[0]
-        h = ops.rms_norm(x, layer.input_layernorm, self.eps)
-        q = ops.fp8_linear(h, layer.q_proj).view(t, self.heads, self.head_dim)
-        k = ops.fp8_linear(h, layer.k_proj).view(t, self.kv_heads, self.head_dim)
-        v = ops.fp8_linear(h, layer.v_proj).view(t, self.kv_heads, self.head_dim)
-        q = ops.rms_norm(q, layer.q_norm, self.eps)
-        k = ops.rms_norm(k, layer.k_norm, self.eps)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        hq, hk, hv = self._norm_for_linears(x, layer.input_layernorm,
+                                            (layer.q_proj, layer.k_proj, layer.v_proj))
+        q = ops.fp8_linear(hq, layer.q_proj).view(t, self.heads, self.head_dim)
+        k = ops.fp8_linear(hk, layer.k_proj).view(t, self.kv_heads, self.head_dim)
+        v = ops.fp8_linear(hv, layer.v_proj).view(t, self.kv_heads, self.head_dim)
         k_cache, v_cache = kv
-        ops.write_kv(k, v, k_cache, v_cache, batch.slot_mapping)
+        if ops.qk_norm_rope_write is not None:
+            q = ops.qk_norm_rope_write(q, k, v, layer.q_norm, layer.k_norm, self.eps, cos, sin,
+                                       k_cache, v_cache, batch.slot_mapping)
+        else:
+            q = ops.rms_norm(q, layer.q_norm, self.eps)
+            k = ops.rms_norm(k, layer.k_norm, self.eps)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+            ops.write_kv(k, v, k_cache, v_cache, batch.slot_mapping)
         out = ops.attention(q, k_cache, v_cache, batch.block_tables, batch.context_lens,
                             batch.query_starts, self.scale)
         return ops.fp8_linear(out.reshape(t, self.heads * self.head_dim), layer.o_proj)
 
     def _mlp_block(self, layer, x) -> torch.Tensor:
         ops = self.ops
-        h = ops.rms_norm(x, layer.post_attention_layernorm, self.eps)
-        gate = ops.fp8_linear(h, layer.gate_proj)
-        up = ops.fp8_linear(h, layer.up_proj)
+        hg, hu = self._norm_for_linears(x, layer.post_attention_layernorm,
+                                        (layer.gate_proj, layer.up_proj))
+        gate = ops.fp8_linear(hg, layer.gate_proj)
+        up = ops.fp8_linear(hu, layer.up_proj)
+        if ops.gated_for_linear is not None:
+            return ops.fp8_linear(ops.gated_for_linear(gate, up, layer.down_proj),
+                                  layer.down_proj)
         return ops.fp8_linear(F.silu(gate) * up, layer.down_proj)
 
     def forward(self, batch: PackedBatch, kv_caches) -> torch.Tensor:

@@ -1,6 +1,7 @@
 """Batch-invariant ops for the rest of a model's forward: `bf16_linear` (the lm_head),
 `rms_norm` (layer norms, q/k norm), `log_softmax` (selected-token logprobs),
-`paged_attention` (prefill with a query offset, chunked prefill, decode), and `write_kv`.
+`paged_attention` (prefill with a query offset, chunked prefill, decode), `write_kv`, and
+`qk_norm_rope_write` (an attention block's q/k norm, RoPE and KV write in one launch).
 
 A row's (a query's) output bits depend on that row's inputs only: never on how many rows
 the call holds, on the other requests, or on how a prefill was chunked. Each op launches
@@ -17,8 +18,10 @@ import torch
 
 from det_suite.kernels import registry
 from det_suite.ops.bi_launch_spec import (ATTENTION_TILE, attention_launch_spec,
+                                          attention_split_launch_spec, attention_splits_kv,
+                                          attention_workspace_shapes,
                                           log_softmax_launch_spec, matmul_launch_spec,
-                                          rmsnorm_launch_spec)
+                                          qk_norm_rope_launch_spec, rmsnorm_launch_spec)
 from det_suite.ops.launch import Launcher, run_kernel
 from det_suite.ops.validation import require_dtype, require_same_device, require_tensor
 
@@ -164,7 +167,12 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
     """Causal attention of ragged queries over a paged KV cache (see the kernel's module,
     `det_suite.kernels.bi_attention`, for the layout). q (T, Hq, D) bf16/fp16; k_cache,
     v_cache (num_blocks, block_size, Hkv, D) of q's dtype; block_tables (R, max_blocks),
-    context_lens (R,), query_starts (R + 1,) int32. Returns (T, Hq, D) in q's dtype."""
+    context_lens (R,), query_starts (R + 1,) int32. Returns (T, Hq, D) in q's dtype.
+
+    A decode call (T == R) takes the split shape, its contexts' segments spread over
+    programs (`kernels.bi_attention_split`, then `kernels.bi_attention_combine`, with an
+    fp32 workspace sized by block_tables' width, so CUDA Graph capture works); any other
+    call the tile kernel. Both reduce a query identically: the same bits either way."""
     q = require_tensor(q, "q")
     require_dtype(q, "q", HALF_DTYPES)
     _require_dim(q, "q", 3, "(T, Hq, D)")
@@ -210,11 +218,21 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
     out = torch.empty_like(q, memory_format=torch.contiguous_format)
     if num_tokens == 0 or num_requests == 0:
         return out
-    call = attention_launch_spec(num_tokens, num_requests, num_q_heads, num_kv_heads,
-                                 head_dim, block_size, float(scale))
-    _launch(call, dict(q=q, k_cache=k_cache, v_cache=v_cache, out=out,
-                       block_tables=block_tables, context_lens=context_lens,
-                       query_starts=query_starts), launcher)
+    tensors = dict(q=q, k_cache=k_cache, v_cache=v_cache, out=out, block_tables=block_tables,
+                   context_lens=context_lens, query_starts=query_starts)
+    if attention_splits_kv(num_tokens, num_requests):
+        max_blocks = block_tables.shape[1]
+        for role, shape in attention_workspace_shapes(num_tokens, num_q_heads, head_dim,
+                                                      block_size, max_blocks).items():
+            tensors[role] = torch.empty(shape, dtype=torch.float32, device=q.device)
+        calls = attention_split_launch_spec(num_tokens, num_requests, num_q_heads,
+                                            num_kv_heads, head_dim, block_size, max_blocks,
+                                            float(scale))
+    else:
+        calls = (attention_launch_spec(num_tokens, num_requests, num_q_heads, num_kv_heads,
+                                       head_dim, block_size, float(scale)),)
+    for call in calls:
+        _launch(call, tensors, launcher)
     return out
 
 
@@ -247,5 +265,100 @@ def write_kv(k, v, k_cache, v_cache, slot_mapping) -> None:
     v_cache.view(rows, *v_cache.shape[2:]).index_copy_(0, slot_mapping, v)
 
 
-__all__ = ["ATTENTION_TILE", "bf16_linear", "log_softmax", "paged_attention", "rms_norm",
-           "write_kv"]
+# ------------------------------------------------------------------ q/k norm, RoPE, KV write
+
+def _require_dtype_of(t: torch.Tensor, name: str, like: torch.Tensor, like_name: str) -> None:
+    if t.dtype != like.dtype:
+        raise TypeError(f"{name} must have {like_name}'s dtype ({like.dtype}); got {t.dtype}")
+
+
+def _require_shape(t: torch.Tensor, name: str, shape: tuple, what: str) -> None:
+    if tuple(t.shape) != tuple(shape):
+        raise ValueError(f"{name} must be {what} = {tuple(shape)}; got {tuple(t.shape)}")
+
+
+def _check_slots(slot_mapping: torch.Tensor, num_slots: int) -> None:
+    if slot_mapping.numel() and (int(slot_mapping.min()) < 0
+                                 or int(slot_mapping.max()) >= num_slots):
+        raise ValueError(f"slot_mapping must name slots 0..{num_slots - 1} of the caches; got "
+                         f"{slot_mapping.tolist()}")
+
+
+def qk_norm_rope_write(q, k, v, q_weight, k_weight, eps: float, cos, sin, k_cache, v_cache,
+                       slot_mapping, *, launcher: Launcher = run_kernel) -> torch.Tensor:
+    """An attention block's q/k RMSNorm, RoPE and KV-cache write in one launch, bit for bit
+    `rms_norm` on q and k, `models.qwen3.apply_rope` on both, then `write_kv`. Returns q_out
+    (T, Hq, D); the rotated keys and v go to k_cache / v_cache at slot_mapping.
+
+    q (T, Hq, D), k and v (T, Hkv, D): bf16/fp16, contiguous (the norm's reduction compiles
+    as rms_norm's does for rows laid out as rms_norm sees them); q_weight, k_weight (D,) of
+    one float dtype; cos, sin (T, D) of q's dtype (torch would promote otherwise); k_cache,
+    v_cache (num_blocks, block_size, Hkv, D) of q's dtype, contiguous; slot_mapping (T,)
+    int64, slot = block * block_size + offset. Slots are checked on CPU tensors only (on a
+    GPU that would sync; a slot outside the cache is not written there)."""
+    q = require_tensor(q, "q")
+    require_dtype(q, "q", HALF_DTYPES)
+    _require_dim(q, "q", 3, "(T, Hq, D)")
+    num_tokens, num_q_heads, head_dim = q.shape
+    for name, t in (("k", k), ("v", v)):
+        require_tensor(t, name)
+        _require_dtype_of(t, name, q, "q")
+        _require_dim(t, name, 3, "(T, Hkv, D)")
+    num_kv_heads = k.shape[1]
+    for name, t in (("k", k), ("v", v)):
+        _require_shape(t, name, (num_tokens, num_kv_heads, head_dim), "(T, Hkv, D)")
+    if head_dim < 2 or head_dim % 2:
+        raise ValueError(f"head_dim (q's last dimension) must be even for RoPE's halves; got "
+                         f"{head_dim}")
+    for name, t in (("q", q), ("k", k), ("v", v)):
+        if not t.is_contiguous():
+            raise ValueError(f"{name} must be contiguous; got strides {t.stride()}")
+    for name, w in (("q_weight", q_weight), ("k_weight", k_weight)):
+        require_tensor(w, name)
+        require_dtype(w, name, FLOAT_DTYPES)
+        _require_shape(w, name, (head_dim,), "(D,)")
+        _require_unit_last_stride(w, name)
+    _require_dtype_of(k_weight, "k_weight", q_weight, "q_weight")
+    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps >= 0.0:
+        raise ValueError(f"eps must be a non-negative float; got {eps!r}")
+    for name, t in (("cos", cos), ("sin", sin)):
+        require_tensor(t, name)
+        _require_dtype_of(t, name, q, "q")
+        _require_shape(t, name, (num_tokens, head_dim), "(T, D)")
+        _require_unit_last_stride(t, name)
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        require_tensor(cache, name)
+        _require_dtype_of(cache, name, q, "q")
+        _require_dim(cache, name, 4, "(num_blocks, block_size, Hkv, D)")
+        if tuple(cache.shape[2:]) != (num_kv_heads, head_dim):
+            raise ValueError(f"{name} must be (num_blocks, block_size, {num_kv_heads}, "
+                             f"{head_dim}); got {tuple(cache.shape)}")
+        if not cache.is_contiguous():
+            raise ValueError(f"{name} must be contiguous (a slot is a flat row); got strides "
+                             f"{cache.stride()}")
+    if k_cache.shape != v_cache.shape:
+        raise ValueError(f"v_cache shape {tuple(v_cache.shape)} differs from k_cache's "
+                         f"{tuple(k_cache.shape)}")
+    slot_mapping = require_tensor(slot_mapping, "slot_mapping")
+    require_dtype(slot_mapping, "slot_mapping", (torch.int64,))
+    _require_shape(slot_mapping, "slot_mapping", (num_tokens,), "(T,)")
+    _require_unit_last_stride(slot_mapping, "slot_mapping")
+    require_same_device({"q": q, "k": k, "v": v, "q_weight": q_weight, "k_weight": k_weight,
+                         "cos": cos, "sin": sin, "k_cache": k_cache, "v_cache": v_cache,
+                         "slot_mapping": slot_mapping})
+    num_slots = k_cache.shape[0] * k_cache.shape[1]
+    if q.device.type == "cpu":
+        _check_slots(slot_mapping, num_slots)
+    q_out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    if num_tokens == 0 or num_q_heads + num_kv_heads == 0:
+        return q_out
+    call = qk_norm_rope_launch_spec(num_tokens, num_q_heads, num_kv_heads, head_dim,
+                                    num_slots, float(eps))
+    _launch(call, dict(q=q, k=k, v=v, q_weight=q_weight, k_weight=k_weight, cos=cos, sin=sin,
+                       k_cache=k_cache, v_cache=v_cache, slot_mapping=slot_mapping,
+                       q_out=q_out), launcher)
+    return q_out
+
+
+__all__ = ["ATTENTION_TILE", "bf16_linear", "log_softmax", "paged_attention",
+           "qk_norm_rope_write", "rms_norm", "write_kv"]

@@ -6,6 +6,11 @@ On SM90 a BLOCK_M (BLOCK_Q) of 64 with 4 warps is a wgmma tile and 16/32 an mma.
 (docs: design.md), so a tile chosen by M would mix two instructions; nothing here looks at
 M except the grid. Everything else may depend on the shape's fixed dimensions only.
 
+One exception, by design: attention launches decode calls (T == R) in a split shape (a
+program per KV segment, then an ordered merge) and other calls in its tile kernel. Both
+shapes have the same tile (BLOCK_Q, BLOCK_KV, SEGMENT) and warps, and reduce a query in the
+same order, so the choice moves work between programs, never a query's bits.
+
 Like `ops.launch_spec`, a description here is what both the launcher and the instruction
 lint (`lint.op_kernels`) bind, so the lint compiles exactly what runs.
 """
@@ -14,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 from det_suite.ops.launch_spec import KernelCall, LaunchArg, triton_cdiv
 
 
@@ -39,8 +45,26 @@ MATMUL_TILE = OpTile("bi_matmul_kernel",
                      (("BLOCK_M", 64), ("BLOCK_N", 128), ("BLOCK_K", 64)), 4, 3)
 RMSNORM_TILE = OpTile("bi_rmsnorm_kernel", (("BLOCK_H", 1024),), 4, 1)
 LOG_SOFTMAX_TILE = OpTile("bi_log_softmax_kernel", (("BLOCK_V", 4096),), 8, 1)
-ATTENTION_TILE = OpTile("bi_paged_attention_kernel", (("BLOCK_Q", 64), ("BLOCK_KV", 64)), 4, 2)
-OP_TILES = (MATMUL_TILE, RMSNORM_TILE, LOG_SOFTMAX_TILE, ATTENTION_TILE)
+# Attention reduces a query's keys in SEGMENT-sized segments of BLOCK_KV tiles (a multiple
+# of it), whichever of its two launch shapes runs: the split shape's partial kernel has the
+# tile kernel's whole tile and warps (one MMA instruction, one reduction); its combine
+# merges by SEGMENT.
+ATTENTION_TILE = OpTile("bi_paged_attention_kernel",
+                        (("BLOCK_Q", 64), ("BLOCK_KV", 64), ("SEGMENT", 256)), 4, 2)
+ATTENTION_SPLIT_TILE = OpTile("bi_paged_attention_split_kernel", ATTENTION_TILE.tile,
+                              ATTENTION_TILE.num_warps, ATTENTION_TILE.num_stages)
+ATTENTION_COMBINE_TILE = OpTile("bi_paged_attention_combine_kernel",
+                                (("SEGMENT", ATTENTION_TILE["SEGMENT"]),), 1, 1)
+# The norm that feeds FP8 linears must reproduce the norm's bits: the same tile and warps.
+RMSNORM_QUANTIZE_TILE = OpTile("bi_rmsnorm_quantize_kernel", RMSNORM_TILE.tile,
+                               RMSNORM_TILE.num_warps, RMSNORM_TILE.num_stages)
+MUL_QUANTIZE_TILE = OpTile("bi_mul_quantize_kernel", (("BLOCK_N", 1024),), 4, 1)
+# q/k norm + RoPE + KV write: its norms must be bi_rmsnorm_kernel's bits, so its tile too.
+QK_NORM_ROPE_TILE = OpTile("bi_qk_norm_rope_kernel", RMSNORM_TILE.tile,
+                           RMSNORM_TILE.num_warps, RMSNORM_TILE.num_stages)
+OP_TILES = (MATMUL_TILE, RMSNORM_TILE, LOG_SOFTMAX_TILE, ATTENTION_TILE, RMSNORM_QUANTIZE_TILE,
+            MUL_QUANTIZE_TILE, QK_NORM_ROPE_TILE, ATTENTION_SPLIT_TILE, ATTENTION_COMBINE_TILE)
+MAX_QUANTIZED_OUTPUTS = 3   # a layer's q, k and v projections
 
 
 def _tensor(role):
@@ -80,6 +104,35 @@ def rmsnorm_launch_spec(m: int, h: int, eps: float) -> KernelCall:
         t.tile, t.options)
 
 
+def rmsnorm_quantize_launch_spec(m: int, h: int, eps: float, outputs: int) -> KernelCall:
+    """One program per row of x (m, h), quantized for `outputs` (1..3) linears: roles x,
+    weight, q0.. and scale0.. (the unused ones bound to q0 / scale0, never read)."""
+    if not 1 <= outputs <= MAX_QUANTIZED_OUTPUTS:
+        raise ValueError(f"outputs: expected 1..{MAX_QUANTIZED_OUTPUTS}, got {outputs}")
+    t = RMSNORM_QUANTIZE_TILE
+    q = [f"q{i}" if i < outputs else "q0" for i in range(MAX_QUANTIZED_OUTPUTS)]
+    scale = [f"scale{i}" if i < outputs else "scale0" for i in range(MAX_QUANTIZED_OUTPUTS)]
+    return KernelCall(
+        t.kernel, (m,),
+        (("x_ptr", _tensor("x")), ("weight_ptr", _tensor("weight")),
+         *((f"q{i}_ptr", _tensor(q[i])) for i in range(MAX_QUANTIZED_OUTPUTS)),
+         *((f"scale{i}_ptr", _tensor(scale[i])) for i in range(MAX_QUANTIZED_OUTPUTS)),
+         ("H", _value(h)), ("stride_xm", _stride("x", 0)), ("stride_qm", _stride("q0", 0)),
+         ("eps", _value(float(eps)))),
+        (("NUM_OUT", outputs), ("FP8_MAX", FP8_E4M3_MAX), *t.tile), t.options)
+
+
+def mul_quantize_launch_spec(m: int, n: int) -> KernelCall:
+    """q (m, n) fp8 = quantize(a * b): roles a, b, q, scale."""
+    t = MUL_QUANTIZE_TILE
+    return KernelCall(
+        t.kernel, (m, triton_cdiv(n, t["BLOCK_N"])),
+        (("a_ptr", _tensor("a")), ("b_ptr", _tensor("b")), ("q_ptr", _tensor("q")),
+         ("scale_ptr", _tensor("scale")), ("N", _value(n)), ("stride_am", _stride("a", 0)),
+         ("stride_bm", _stride("b", 0)), ("stride_qm", _stride("q", 0))),
+        (("FP8_MAX", FP8_E4M3_MAX), *t.tile), t.options)
+
+
 def log_softmax_launch_spec(m: int, v: int) -> KernelCall:
     """One program per row of x (m, v): roles x, out."""
     t = LOG_SOFTMAX_TILE
@@ -114,3 +167,92 @@ def attention_launch_spec(num_tokens: int, num_requests: int, num_q_heads: int,
          ("stride_ot", _stride("out", 0)), ("stride_oh", _stride("out", 1)),
          ("stride_bt", _stride("block_tables", 0))),
         (("GROUP", num_q_heads // num_kv_heads), ("HEAD_DIM", head_dim), *t.tile), t.options)
+
+
+def attention_splits_kv(num_tokens: int, num_requests: int) -> bool:
+    """Whether `paged_attention` launches the split shape: for decode calls (one query per
+    request, seen from the shapes alone as T == R), where the tile kernel would run one
+    program per head over the whole context. Either shape computes the same bits."""
+    return num_tokens == num_requests
+
+
+def attention_segments(block_size: int, max_blocks: int) -> int:
+    """Segments of the longest context block_tables can hold: the split grid's static
+    third dimension (at least 1, so the grid is never empty)."""
+    return max(1, triton_cdiv(block_size * max_blocks, ATTENTION_TILE["SEGMENT"]))
+
+
+def attention_split_launch_spec(num_tokens: int, num_requests: int, num_q_heads: int,
+                                num_kv_heads: int, head_dim: int, block_size: int,
+                                max_blocks: int, scale: float) -> tuple[KernelCall, KernelCall]:
+    """The split shape: the partial kernel over (T, Hq, segments), then the combine over
+    (T, Hq). Roles as `attention_launch_spec`'s plus the fp32 workspace seg_stats
+    (T, Hq, segments, 2) and seg_acc (T, Hq, segments, D) (`attention_workspace_shapes`)."""
+    t, c = ATTENTION_SPLIT_TILE, ATTENTION_COMBINE_TILE
+    workspace = (("stride_st", _stride("seg_stats", 0)), ("stride_sh", _stride("seg_stats", 1)),
+                 ("stride_ss", _stride("seg_stats", 2)),
+                 ("stride_at", _stride("seg_acc", 0)), ("stride_ah", _stride("seg_acc", 1)),
+                 ("stride_as", _stride("seg_acc", 2)))
+    partial = KernelCall(
+        t.kernel, (num_tokens, num_q_heads, attention_segments(block_size, max_blocks)),
+        (("q_ptr", _tensor("q")), ("k_cache_ptr", _tensor("k_cache")),
+         ("v_cache_ptr", _tensor("v_cache")), ("seg_stats_ptr", _tensor("seg_stats")),
+         ("seg_acc_ptr", _tensor("seg_acc")),
+         ("block_tables_ptr", _tensor("block_tables")),
+         ("context_lens_ptr", _tensor("context_lens")),
+         ("query_starts_ptr", _tensor("query_starts")),
+         ("scale", _value(float(scale))), ("num_requests", _value(num_requests)),
+         ("block_size", _value(block_size)),
+         ("stride_qt", _stride("q", 0)), ("stride_qh", _stride("q", 1)),
+         ("stride_kb", _stride("k_cache", 0)), ("stride_ks", _stride("k_cache", 1)),
+         ("stride_kh", _stride("k_cache", 2)),
+         ("stride_vb", _stride("v_cache", 0)), ("stride_vs", _stride("v_cache", 1)),
+         ("stride_vh", _stride("v_cache", 2)),
+         *workspace, ("stride_bt", _stride("block_tables", 0))),
+        (("GROUP", num_q_heads // num_kv_heads), ("HEAD_DIM", head_dim), *t.tile), t.options)
+    combine = KernelCall(
+        c.kernel, (num_tokens, num_q_heads),
+        (("seg_stats_ptr", _tensor("seg_stats")), ("seg_acc_ptr", _tensor("seg_acc")),
+         ("out_ptr", _tensor("out")), ("context_lens_ptr", _tensor("context_lens")),
+         ("query_starts_ptr", _tensor("query_starts")),
+         ("num_requests", _value(num_requests)), *workspace,
+         ("stride_ot", _stride("out", 0)), ("stride_oh", _stride("out", 1))),
+        (("HEAD_DIM", head_dim), *c.tile), c.options)
+    return partial, combine
+
+
+def attention_workspace_shapes(num_tokens: int, num_q_heads: int, head_dim: int,
+                               block_size: int, max_blocks: int) -> dict[str, tuple[int, ...]]:
+    """The split shape's fp32 workspace by role: per (row, head, segment) the segment's
+    (max, sum) and its unnormalised output."""
+    segments = attention_segments(block_size, max_blocks)
+    return {"seg_stats": (num_tokens, num_q_heads, segments, 2),
+            "seg_acc": (num_tokens, num_q_heads, segments, head_dim)}
+
+
+def qk_norm_rope_launch_spec(num_tokens: int, num_q_heads: int, num_kv_heads: int,
+                             head_dim: int, num_slots: int, eps: float) -> KernelCall:
+    """One program per (token, head) row, query heads first: roles q (T, Hq, D), k, v
+    (T, Hkv, D), q_weight, k_weight (D,), cos, sin (T, D), k_cache, v_cache (blocks,
+    block_size, Hkv, D; contiguous, so a slot's row is slot * stride(1)), slot_mapping
+    (T,), q_out (T, Hq, D). The grid is the shapes': no device value, capturable."""
+    t = QK_NORM_ROPE_TILE
+    half_tile = 1 << max(head_dim // 2 - 1, 0).bit_length()  # next power of two >= D / 2
+    return KernelCall(
+        t.kernel, (num_tokens, num_q_heads + num_kv_heads),
+        (("q_ptr", _tensor("q")), ("k_ptr", _tensor("k")), ("v_ptr", _tensor("v")),
+         ("q_weight_ptr", _tensor("q_weight")), ("k_weight_ptr", _tensor("k_weight")),
+         ("cos_ptr", _tensor("cos")), ("sin_ptr", _tensor("sin")),
+         ("k_cache_ptr", _tensor("k_cache")), ("v_cache_ptr", _tensor("v_cache")),
+         ("slot_mapping_ptr", _tensor("slot_mapping")), ("q_out_ptr", _tensor("q_out")),
+         ("num_q_heads", _value(num_q_heads)), ("head_dim", _value(head_dim)),
+         ("num_slots", _value(num_slots)),
+         ("stride_qt", _stride("q", 0)), ("stride_qh", _stride("q", 1)),
+         ("stride_kt", _stride("k", 0)), ("stride_kh", _stride("k", 1)),
+         ("stride_vt", _stride("v", 0)), ("stride_vh", _stride("v", 1)),
+         ("stride_cos", _stride("cos", 0)), ("stride_sin", _stride("sin", 0)),
+         ("stride_kcs", _stride("k_cache", 1)), ("stride_kch", _stride("k_cache", 2)),
+         ("stride_vcs", _stride("v_cache", 1)), ("stride_vch", _stride("v_cache", 2)),
+         ("stride_ot", _stride("q_out", 0)), ("stride_oh", _stride("q_out", 1)),
+         ("eps", _value(float(eps)))),
+        (*t.tile, ("BLOCK_HALF", half_tile)), (*t.options, ("enable_fp_fusion", False)))

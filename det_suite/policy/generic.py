@@ -9,9 +9,9 @@ the shapes it has seen (docs in the table notes) from three quantities:
   floor(SMs / decode tiles) chunks (at least 2048 elements each, at most 8), but only once
   K >= 8192: below that, measured split-K lost to its partial-sum traffic. Floor, not
   round: a split that overfills the GPU (two chunks of 80 tiles on 132 SMs) runs a second
-  partial wave and lost at every M on the H200 (5120 x 8192: 1.34 -> 1.78 at M = 128,
-  sweep in docs/evidence/h200-2026-12-03-d/promotion), while 40 tiles split three ways won
-  (2560 x 9728 decode: 1.20 -> 0.85 of cuBLAS).
+  partial wave and lost at every M on the H200 (qwen3-32b's o projection: 1.34 -> 1.78 of
+  cuBLAS at M = 128, sweep in docs/evidence/h200-2026-12-03-d/promotion), while 40 tiles
+  split three ways won (qwen3-4b's down projection at decode: 1.20 -> 0.85).
 - the middle class (33 <= M <= 256) by N: 64 x 64 tiles up to N = 4096 (enough programs
   to fill the GPU), 128 x 128 on two warpgroups from N = 8192, 64 x 128 between; above
   M = 256 every shape takes 128 x 128 on two warpgroups. Decode tiles pipeline deeper on

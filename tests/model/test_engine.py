@@ -231,16 +231,97 @@ def test_det_mode_agrees_with_the_fp32_reference(tiny):
     assert delta.max() < 0.5
 
 
-def test_padded_static_batch_decode_equals_eager_decode(tiny, rowwise):
-    """Graph decode's static buffers and padding rows, replayed eagerly on the CPU (the
-    capture itself is the GPU test below): batches of 3 and 5 pad to 4 and 8."""
+# -- graph decode's static buffers, replayed eagerly on the CPU (capture=False) ---------------
+
+def _static_graphs(engine, sizes):
+    """Graph decode's packed inputs, padding rows and in-graph pick, without the capture
+    itself (the GPU tests above capture)."""
     from det_suite.engine.graphs import DecodeGraphs
 
-    requests = [Request(_prompt(60 + i, 5 + 2 * i), 3, logprobs_from=3) for i in range(5)]
+    engine.graphs = DecodeGraphs(engine.model.forward, engine.kv, sizes,
+                                 engine.pages_per_seq, "cpu", capture=False)
+    return engine
+
+
+def _assert_same_completion(a, b) -> None:
+    assert (a.output_ids, a.cached_tokens) == (b.output_ids, b.cached_tokens)
+    bits = [torch.tensor(c.logprobs, dtype=torch.float64).view(torch.int64) for c in (a, b)]
+    assert torch.equal(*bits), "logprobs differ in their bits"
+
+
+@pytest.mark.parametrize("sizes, new_tokens", [
+    pytest.param((1, 2, 4, 8), (3, 3, 3), id="3-rows-padded-to-4"),
+    pytest.param((1, 2, 4, 8), (3, 3, 3, 3, 3), id="5-rows-padded-to-8"),
+    pytest.param((2,), (3, 3), id="exact-size"),
+    pytest.param((1, 2), (2, 4, 6), id="3-rows-eager-then-graphs-as-rows-finish"),
+])
+def test_static_graph_decode_equals_eager_decode(tiny, rowwise, sizes, new_tokens):
+    requests = [Request(_prompt(60 + i, 5 + 2 * i), n, logprobs_from=3)
+                for i, n in enumerate(new_tokens)]
     eager = _engine(tiny, rowwise)
-    padded = _engine(tiny, rowwise)
-    padded.graphs = DecodeGraphs(padded.model.forward, padded.kv, (1, 2, 4, 8),
-                                 padded.pages_per_seq, "cpu", capture=False)
-    for count in (3, 5):
-        for a, b in zip(eager.generate(requests[:count]), padded.generate(requests[:count])):
-            _assert_same_bits(a, b)
+    graph = _static_graphs(_engine(tiny, rowwise), sizes)
+    for a, b in zip(eager.generate(requests), graph.generate(requests)):
+        _assert_same_completion(a, b)
+    assert graph.forward_calls == eager.forward_calls
+
+
+def test_static_graph_decode_keeps_prefix_cache_accounting(tiny, rowwise):
+    prefix = _prompt(65, 9)
+    rounds = [[Request(prefix + _prompt(66, 2), 3), Request(_prompt(67, 5), 2)],
+              [Request(prefix + _prompt(68, 3), 4, logprobs_from=10),
+               Request(prefix, 2, logprobs_from=9)]]
+    eager = _engine(tiny, rowwise)
+    graph = _static_graphs(_engine(tiny, rowwise), (1, 2))
+    for requests in rounds:
+        for a, b in zip(eager.generate(requests), graph.generate(requests)):
+            _assert_same_completion(a, b)
+        assert graph.pool.stats() == eager.pool.stats()
+    assert [c.cached_tokens for c in graph.generate(rounds[1])] == [8, 8]
+
+
+def test_a_graph_decode_step_uploads_once_and_downloads_once(tiny, rowwise, monkeypatch):
+    """The step's only host/device crossings are DecodeInputs.upload (pinned -> device) and
+    .download (device -> pinned); the eager step builder runs for prefill only."""
+    from det_suite.engine import engine as engine_module
+    from det_suite.engine.graphs import DecodeInputs
+
+    calls = {"build_step": 0, "upload": 0, "download": 0}
+
+    def counted(name, fn):
+        def wrapper(*args, **kwargs):
+            calls[name] += 1
+            return fn(*args, **kwargs)
+        return wrapper
+
+    monkeypatch.setattr(engine_module, "build_step", counted("build_step",
+                                                             engine_module.build_step))
+    for name in ("upload", "download"):
+        monkeypatch.setattr(DecodeInputs, name, counted(name, getattr(DecodeInputs, name)))
+    engine = _static_graphs(_engine(tiny, rowwise), (1, 2, 4))
+    engine.generate([Request(_prompt(70, 6), 4), Request(_prompt(71, 9), 4)])
+    assert calls == {"build_step": 1, "upload": 3, "download": 3}   # 1 prefill, 3 decodes
+
+
+@pytest.mark.gpu
+@pytest.mark.graph
+def test_a_captured_decode_step_copies_once_each_way(tiny):
+    """Counted by CUPTI: a generate call with 4 more decode steps than another makes exactly
+    4 more host-to-device and 4 more device-to-host copies."""
+    from torch.profiler import ProfilerActivity, profile
+
+    engine = Engine(tiny, mode="det", page_size=8, max_seq_len=128, device="cuda",
+                    cuda_graph=True, graph_batch_sizes=(1, 2))
+
+    def copies(new_tokens: int) -> tuple[int, int]:
+        engine.flush_cache()
+        requests = [Request(_prompt(80, 12), new_tokens), Request(_prompt(81, 7), new_tokens)]
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            engine.generate(requests)
+            torch.cuda.synchronize()
+        names = [event.name for event in prof.events()]
+        return sum("HtoD" in n for n in names), sum("DtoH" in n for n in names)
+
+    copies(2)                                                  # warm: compiles, allocates
+    short, long = copies(2), copies(6)
+    print(f"memcpys (HtoD, DtoH): {short} with 1 decode step, {long} with 5")
+    assert (long[0] - short[0], long[1] - short[1]) == (4, 4)

@@ -11,6 +11,7 @@ from det_suite.lint.jobs import CompileJob
 from det_suite.lint.ptx_instructions import MmaInstruction
 from det_suite.lint.worker import CompileOutcome
 from det_suite.ops.batch_invariant import bf16_linear, log_softmax, paged_attention, rms_norm
+from det_suite.ops.quantized_inputs import mul_quantized, rms_norm_quantized
 from test_policy_lint import _recorded_job, _Recorder  # tests/unit is on sys.path (rootdir-relative imports)
 
 
@@ -41,24 +42,43 @@ OPS = {
         launcher=launcher),
     "bi_log_softmax_kernel": lambda m: lambda launcher: log_softmax(
         torch.empty(m, V, dtype=torch.bfloat16), launcher=launcher),
+    "bi_rmsnorm_quantize_kernel": lambda m: lambda launcher: rms_norm_quantized(
+        torch.empty(m, H, dtype=torch.bfloat16), torch.empty(H, dtype=torch.bfloat16), 1e-6,
+        [torch.ones(1) for _ in range(3)], launcher=launcher),
+    "bi_mul_quantize_kernel": lambda m: lambda launcher: mul_quantized(
+        torch.empty(m, H, dtype=torch.bfloat16), torch.empty(m, H, dtype=torch.bfloat16),
+        torch.ones(1), launcher=launcher),
 }
 CASES = [(name, (m,)) for name in OPS for m in op_kernels.ROW_COUNTS] + [
-    ("bi_paged_attention_kernel", call) for call in op_kernels.ATTENTION_CALLS]
+    ("paged_attention", call) for call in op_kernels.ATTENTION_CALLS]
 
 
 @pytest.mark.parametrize("name, shape", CASES, ids=[f"{n}-{s}" for n, s in CASES])
 def test_lint_launch_mirrors_the_op(name, shape):
-    if name == "bi_paged_attention_kernel":
+    if name == "paged_attention":  # one launch shape a call: one kernel, or two
         calls = _record(lambda launcher: _attention(launcher, *shape))
         label = "T={} R={} page={}".format(*shape)
     else:
         calls = _record(OPS[name](*shape))
         label = f"M={shape[0]}"
-    (recorded,) = calls
-    assert recorded[0] is registry.kernel(name)
-    launches = dict(op_kernels.op_kernel_launches(name))
-    assert _recorded_job(recorded) == specialize(launches[label], registry.entry(name).module,
-                                                 name, 90)
+        assert [recorded[1].kernel for recorded in calls] == [name]
+    for recorded in calls:
+        kernel = recorded[1].kernel
+        assert recorded[0] is registry.kernel(kernel)
+        launches = dict(op_kernels.op_kernel_launches(kernel))
+        assert _recorded_job(recorded) == specialize(launches[label],
+                                                     registry.entry(kernel).module, kernel, 90)
+
+
+@pytest.mark.parametrize("shape, kernels", [
+    ((1, 1, 16), ["bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel"]),
+    ((8, 8, 1), ["bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel"]),
+    ((4096, 1, 16), ["bi_paged_attention_kernel"]),
+    ((37, 2, 1), ["bi_paged_attention_kernel"]),
+], ids=["decode", "decode-batch", "prefill", "ragged"])
+def test_attention_decode_calls_take_the_split_shape(shape, kernels):
+    calls = _record(lambda launcher: _attention(launcher, *shape))
+    assert [recorded[1].kernel for recorded in calls] == kernels
 
 
 def _outcomes(kernel, summaries):
@@ -78,7 +98,7 @@ def _mma(family, k_step, operand):
 @pytest.mark.parametrize("kernel_name", [k.name for k in op_kernels.MMA_OP_KERNELS])
 def test_one_instruction_across_launches_passes(kernel_name):
     kernel = registry.entry(kernel_name)
-    n = len(op_kernels.op_kernel_launches(kernel_name))
+    n = len(op_kernels.op_kernel_jobs(kernel, 90))
     result, violations = op_kernels.lint_op_kernel(
         kernel, 90, _outcomes(kernel, [_mma("wgmma", 16, "bf16")] * n))
     assert (result.status, violations) == ("ok", [])
@@ -91,7 +111,7 @@ def test_one_instruction_across_launches_passes(kernel_name):
 ], ids=["mixed-family", "wrong-operand"])
 def test_a_launch_with_another_instruction_is_a_violation(kernel_name, odd, match):
     kernel = registry.entry(kernel_name)
-    n = len(op_kernels.op_kernel_launches(kernel_name))
+    n = len(op_kernels.op_kernel_jobs(kernel, 90))
     result, violations = op_kernels.lint_op_kernel(
         kernel, 90, _outcomes(kernel, [_mma("wgmma", 16, "bf16")] * (n - 1) + [odd]))
     assert result.status == "violation" and match in violations[0]
@@ -106,3 +126,15 @@ def test_compile_jobs_are_plain_data():
     assert any(c.get("num_requests") == 1 for c in constants)
     assert any(c.get("block_size") == 1 for c in constants)
     assert any("num_requests" not in c and "block_size" not in c for c in constants)
+
+
+def test_split_attention_kernel_must_hold_the_tile_kernels_instruction():
+    """A decode row has a prefill row's bits only if one MMA instruction computes both."""
+    kernel = registry.entry("bi_paged_attention_split_kernel")
+    own = len(op_kernels.op_kernel_launches(kernel.name))
+    partner = len(op_kernels.op_kernel_jobs(kernel, 90)) - own
+    assert partner == len(op_kernels.op_kernel_launches("bi_paged_attention_kernel"))
+    result, violations = op_kernels.lint_op_kernel(
+        kernel, 90, _outcomes(kernel, [_mma("wgmma", 16, "bf16")] * own
+                              + [_mma("mma.sync", 16, "bf16")] * partner))
+    assert result.status == "violation" and "bi_paged_attention_kernel T=" in violations[0]

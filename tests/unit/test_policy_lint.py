@@ -532,7 +532,11 @@ SPEC_CALLS = _spec_calls()
 OP_SPEC_CALLS = [bi_launch_spec.matmul_launch_spec(40, 192, 320, has_bias=True),
                  bi_launch_spec.rmsnorm_launch_spec(40, 320, 1e-6),
                  bi_launch_spec.log_softmax_launch_spec(40, 320),
-                 bi_launch_spec.attention_launch_spec(40, 2, 4, 2, 16, 16, 0.25)]
+                 bi_launch_spec.qk_norm_rope_launch_spec(40, 4, 2, 16, 96, 1e-6),
+                 bi_launch_spec.attention_launch_spec(40, 2, 4, 2, 16, 16, 0.25),
+                 *bi_launch_spec.attention_split_launch_spec(2, 2, 4, 2, 16, 16, 8, 0.25),
+                 bi_launch_spec.rmsnorm_quantize_launch_spec(40, 320, 1e-6, 3),
+                 bi_launch_spec.mul_quantize_launch_spec(40, 320)]
 
 
 def test_every_launched_kernel_is_a_registry_entry():

@@ -1,0 +1,38 @@
+"""The gated MLP's product, quantized for the down projection in the same pass:
+
+    q = fp8(clamp(round(a * b) / input_scale, -448, 448))
+
+where round(a * b) is torch's `a * b` on two BF16/FP16 tensors (the product in fp32, one
+rounding to the tensor dtype) and the quantization is `fp8_quantize`'s, byte for byte. So the
+result is exactly `quantize_fp8(a * b, input_scale)`, in one launch instead of two.
+
+Elementwise: every element depends on its own two inputs only, so batch-invariant by
+construction. The product of two 8- or 11-bit significands is exact in fp32, so its one
+rounding to the dtype is the only one, as in torch.
+"""
+
+import triton
+import triton.language as tl
+
+from det_suite.kernels.fp8_quantize import _widen_to_fp32, quantize_to_e4m3_grid
+
+
+@triton.jit
+def bi_mul_quantize_kernel(
+    a_ptr, b_ptr, q_ptr, scale_ptr,
+    N,
+    stride_am, stride_bm, stride_qm,
+    FP8_MAX: tl.constexpr,
+    BLOCK_N: tl.constexpr,
+):
+    row = tl.program_id(0).to(tl.int64)
+    offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    col_exists = offs < N
+    a = tl.load(a_ptr + row * stride_am + offs, mask=col_exists, other=0.0)
+    b = tl.load(b_ptr + row * stride_bm + offs, mask=col_exists, other=0.0)
+    # Rounded to the activation dtype first: the down projection's input is the product as
+    # torch stores it.
+    product = (_widen_to_fp32(a) * _widen_to_fp32(b)).to(a.dtype)
+    rounded = quantize_to_e4m3_grid(product, tl.load(scale_ptr), FP8_MAX)
+    tl.store(q_ptr + row * stride_qm + offs, rounded.to(q_ptr.dtype.element_ty),
+             mask=col_exists)

@@ -38,6 +38,17 @@ class OpSet:
     norm_for_linears: Callable | None = None
     gated_for_linear: Callable | None = None
     qk_norm_rope_write: Callable | None = None
+    attention_for_linear: Callable | None = None
+    # Stacked projections: all three or none (the model's contract).
+    stack_projections: Callable | None = None
+    norm_for_group: Callable | None = None
+    group_linear: Callable | None = None
+
+    def __post_init__(self) -> None:
+        stacked = (self.stack_projections, self.norm_for_group, self.group_linear)
+        if any(f is None for f in stacked) and any(f is not None for f in stacked):
+            raise ValueError(f"op set {self.name!r}: stack_projections, norm_for_group and "
+                             "group_linear go together (all set or all None)")
 
 
 def det_opset(stages: int | None = None) -> OpSet:
@@ -46,7 +57,8 @@ def det_opset(stages: int | None = None) -> OpSet:
     which is what the 2- vs 3-stage checks prove)."""
     from det_suite.ops import batch_invariant as bi
     from det_suite.ops import quantized_inputs as qi
-    from det_suite.ops.linear import fp8_linear
+    from det_suite.engine.linear_groups import stack_layer_projections
+    from det_suite.ops.linear import fp8_linear, fp8_scaled_mm_segmented
 
     def linear(x, lin):
         if isinstance(x, qi.QuantizedInput):
@@ -64,14 +76,37 @@ def det_opset(stages: int | None = None) -> OpSet:
                 for q, s in zip(qi.rms_norm_quantized(x, weight, eps, scales), scales)]
 
     def gated_for_linear(gate, up, lin):
-        return qi.QuantizedInput(qi.mul_quantized(F.silu(gate), up, lin.input_scale),
+        return qi.QuantizedInput(qi.silu_mul_quantized(gate, up, lin.input_scale),
                                  lin.input_scale, gate.dtype)
+
+    # Attention's epilogue quantizes the o projection's input (one launch fewer per layer).
+    def attention_for_linear(q, k_cache, v_cache, block_tables, context_lens, query_starts,
+                             scale, lin):
+        out = bi.paged_attention(q, k_cache, v_cache, block_tables, context_lens,
+                                 query_starts, scale, out_scale=lin.input_scale)
+        return qi.QuantizedInput(out, lin.input_scale, q.dtype)
+
+    # q/k/v and gate/up as one GEMM each: k and v alone fill 16 of an H200's SMs at decode.
+    def norm_for_group(x, delta, weight, eps, group):
+        scales = [member.input_scale for member in group.members]
+        if delta is None:
+            return x, qi.rms_norm_quantized_stacked(x, weight, eps, scales)
+        return qi.add_rms_norm_quantized_stacked(x, delta, weight, eps, scales)
+
+    def group_linear(stacked, group, dtype):
+        segments, k = stacked.shape[0], stacked.shape[-1]
+        out = fp8_scaled_mm_segmented(stacked.reshape(segments, -1, k), group.weight,
+                                      group.input_scales, group.weight_scales, group.widths,
+                                      group.bias, out_dtype=dtype, num_stages=stages)
+        return out.split(group.widths, dim=-1)
 
     return OpSet(name="det" if stages is None else f"det-s{stages}", fp8_linear=linear,
                  bf16_linear=bi.bf16_linear,
                  rms_norm=bi.rms_norm, write_kv=bi.write_kv, attention=bi.paged_attention,
                  log_softmax=bi.log_softmax, norm_for_linears=norm_for_linears,
-                 gated_for_linear=gated_for_linear, qk_norm_rope_write=bi.qk_norm_rope_write)
+                 gated_for_linear=gated_for_linear, qk_norm_rope_write=bi.qk_norm_rope_write,
+                 attention_for_linear=attention_for_linear, stack_projections=stack_layer_projections, norm_for_group=norm_for_group,
+                 group_linear=group_linear)
 
 
 # -- stock -------------------------------------------------------------------------------

@@ -30,6 +30,10 @@ Why a query's bits depend only on its own q row and the K/V at its positions:
 - Keys past the request's cached length are never read (masked to zero), so whatever the
   cache holds there (stale pages, another request's data) cannot reach a row.
 
+With QUANTIZE_OUT the output is the o projection's FP8 input instead: the rows rounded to
+q's dtype, then quantized with the scale at out_scale_ptr (`attention_output`), stored to a
+float8_e4m3fn out, byte for byte `quantize_fp8` of the unquantized output.
+
 Programs are laid out over query tiles of all requests: request r's tiles start at program
 query_starts[r] // BLOCK_Q + r, which leaves room for ceil(q_len / BLOCK_Q) tiles; the few
 programs past a request's last tile store nothing. The grid (T // BLOCK_Q + R, Hq) needs
@@ -39,24 +43,27 @@ no device-to-host copy, so the launch can be captured in a CUDA graph.
 import triton
 import triton.language as tl
 
-from det_suite.kernels.bi_attention_segment import attend_segment, merge_segment
+from det_suite.kernels.bi_attention_segment import (attend_segment, attention_output,
+                                                    merge_segment)
 
 
 @triton.jit
 def bi_paged_attention_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, out_ptr,
+    q_ptr, k_cache_ptr, v_cache_ptr,
     block_tables_ptr, context_lens_ptr, query_starts_ptr,
     scale,
     num_requests, block_size,
     stride_qt, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
-    stride_ot, stride_oh,
     stride_bt,
+    out_ptr, out_scale_ptr,
+    stride_ot, stride_oh,
     GROUP: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_Q: tl.constexpr, BLOCK_KV: tl.constexpr,
     SEGMENT: tl.constexpr,
+    QUANTIZE_OUT: tl.constexpr, FP8_MAX: tl.constexpr,
 ):
     tile = tl.program_id(0)
     head = tl.program_id(1)
@@ -99,6 +106,7 @@ def bi_paged_attention_kernel(
         row_max, row_sum, acc = merge_segment(row_max, row_sum, acc, seg_max, seg_sum, seg_acc)
 
     # Rows past the request's queries are never stored; a sum of 1 keeps them finite.
-    out = acc / tl.where(query_exists, row_sum, 1.0)[:, None]
+    out = attention_output(acc, tl.where(query_exists, row_sum, 1.0), q_ptr.dtype.element_ty,
+                           out_scale_ptr, QUANTIZE_OUT, FP8_MAX)
     tl.store(out_ptr + q_rows[:, None] * stride_ot + head * stride_oh + offs_d[None, :],
              out.to(out_ptr.dtype.element_ty), mask=query_exists[:, None])

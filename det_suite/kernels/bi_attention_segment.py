@@ -11,6 +11,10 @@ from segment 0's state. Both shapes call these two functions, and they spell the
 multiply-adds (the running sum, the merge) as `tl.fma`, so the compiler cannot contract them
 differently in the two kernels: a query's bits are the same whichever shape computed it.
 
+`attention_output` is both shapes' epilogue: acc / sum rounded to the activation dtype,
+the op's output, and with QUANTIZE_OUT that value quantized for the o projection by
+`fp8_quantize`'s one definition, so either shape returns `quantize_fp8` of its own output.
+
 Why segments of absolute positions, of one fixed size: a reduction split by the call (by
 the context length, or by how many programs a GPU has) would give a decode step other bits
 than the same query in a prefill. Cut at fixed positions, the split is part of the
@@ -21,6 +25,8 @@ merge rare in a prefill and still gives a 2048-token decode 8 programs per head.
 
 import triton
 import triton.language as tl
+
+from det_suite.kernels.fp8_quantize import quantize_to_e4m3_grid
 
 
 @triton.jit
@@ -82,6 +88,19 @@ def merge_segment(row_max, row_sum, acc, seg_max, seg_sum, seg_acc):
     # Selected, not computed: acc * 1 + 0 would turn a -0.0 into +0.0.
     return (new_max, tl.where(seg_empty, row_sum, new_sum),
             tl.where(seg_empty[:, None], acc, new_acc))
+
+
+@triton.jit
+def attention_output(acc, row_sum, act_dtype: tl.constexpr, out_scale_ptr,
+                     QUANTIZE_OUT: tl.constexpr, FP8_MAX: tl.constexpr):
+    """Rows acc (N, HEAD_DIM) / row_sum (N,) in act_dtype (q's), or with QUANTIZE_OUT those
+    values quantized with the scale at out_scale_ptr: e4m3 grid points in fp32, which the
+    store's cast to float8_e4m3fn leaves exact."""
+    out = (acc / row_sum[:, None]).to(act_dtype)
+    if QUANTIZE_OUT:
+        # Rounded to act_dtype first: the o projection quantizes the output as stored.
+        out = quantize_to_e4m3_grid(out, tl.load(out_scale_ptr), FP8_MAX)
+    return out
 
 
 @triton.jit

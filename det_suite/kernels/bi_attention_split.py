@@ -26,16 +26,17 @@ from det_suite.kernels.bi_attention_segment import attend_segment, request_of_ro
 
 @triton.jit
 def bi_paged_attention_split_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr, seg_stats_ptr, seg_acc_ptr,
+    q_ptr, k_cache_ptr, v_cache_ptr,
     block_tables_ptr, context_lens_ptr, query_starts_ptr,
     scale,
     num_requests, block_size,
     stride_qt, stride_qh,
     stride_kb, stride_ks, stride_kh,
     stride_vb, stride_vs, stride_vh,
+    stride_bt,
+    seg_stats_ptr, seg_acc_ptr,
     stride_st, stride_sh, stride_ss,
     stride_at, stride_ah, stride_as,
-    stride_bt,
     GROUP: tl.constexpr,
     HEAD_DIM: tl.constexpr,
     BLOCK_Q: tl.constexpr, BLOCK_KV: tl.constexpr,

@@ -6,6 +6,13 @@ where round(a * b) is torch's `a * b` on two BF16/FP16 tensors (the product in f
 rounding to the tensor dtype) and the quantization is `fp8_quantize`'s, byte for byte. So the
 result is exactly `quantize_fp8(a * b, input_scale)`, in one launch instead of two.
 
+With SILU_A, a is first replaced by torch's `F.silu(a)`, so the result is
+`quantize_fp8(F.silu(a) * b, input_scale)`: the whole of the MLP between its two GEMMs.
+torch's CUDA silu computes, for a BF16/FP16 x, x / (1 + expf(-x)) in fp32 with CUDA's
+accurate expf and an IEEE division (PyTorch is built without fast-math), rounded to the
+dtype. Here the same: libdevice's exp (the function nvcc's expf is; `tl.exp` is the fast
+ex2 approximation), `div_rn` (the fp32 `/` is approximate), the same rounding.
+
 Elementwise: every element depends on its own two inputs only, so batch-invariant by
 construction. The product of two 8- or 11-bit significands is exact in fp32, so its one
 rounding to the dtype is the only one, as in torch.
@@ -13,8 +20,17 @@ rounding to the dtype is the only one, as in torch.
 
 import triton
 import triton.language as tl
+from triton.language.extra import libdevice
 
 from det_suite.kernels.fp8_quantize import _widen_to_fp32, quantize_to_e4m3_grid
+
+
+@triton.jit
+def _silu(x):
+    # expf ends by scaling by a power of two, exact, so a compiler contracting that multiply
+    # with the `1 +` into one fma (nvcc's default, and Triton's) changes no bit. NaN stays
+    # NaN; exp(-x) overflowing to inf makes silu -0.0, and silu(-inf) = -inf / inf = NaN.
+    return tl.div_rn(x, 1.0 + libdevice.exp(-x))
 
 
 @triton.jit
@@ -22,6 +38,7 @@ def bi_mul_quantize_kernel(
     a_ptr, b_ptr, q_ptr, scale_ptr,
     N,
     stride_am, stride_bm, stride_qm,
+    SILU_A: tl.constexpr,
     FP8_MAX: tl.constexpr,
     BLOCK_N: tl.constexpr,
 ):
@@ -30,6 +47,9 @@ def bi_mul_quantize_kernel(
     col_exists = offs < N
     a = tl.load(a_ptr + row * stride_am + offs, mask=col_exists, other=0.0)
     b = tl.load(b_ptr + row * stride_bm + offs, mask=col_exists, other=0.0)
+    if SILU_A:
+        # Rounded to the activation dtype: torch stores silu(gate) before multiplying.
+        a = _silu(_widen_to_fp32(a)).to(a.dtype)
     # Rounded to the activation dtype first: the down projection's input is the product as
     # torch stores it.
     product = (_widen_to_fp32(a) * _widen_to_fp32(b)).to(a.dtype)

@@ -10,14 +10,22 @@ output is, and quantization is `fp8_quantize`'s definition. A decoder layer's q/
 gate/up) projections read one normed input with one input scale each: their quantized
 inputs come from one launch instead of a norm and three quantizations.
 
-One program per row: batch-invariant like the norm it fuses.
+With HAS_RESIDUAL the row normed is the residual sum x + delta (torch's `x + delta`: fp32
+add, one rounding to the dtype), also stored to sum: the layer's residual add and the norm
+after it in one launch, the norm reading the sum as if the add had stored it first.
+
+Programs are (row, BLOCK_H columns). A decode step has a handful of rows, so one program
+per row would leave the GPU idle while each walks H alone; instead every program of a row
+recomputes the row's rms (H elements, from L2) and writes only its columns. The rms depends
+on (H, BLOCK_H, warps) only, so every program of a row has the same one, and nothing of
+another row reaches it: batch-invariant like the norm it fuses.
 """
 
 import triton
 import triton.language as tl
 
 from det_suite.kernels.fp8_quantize import quantize_to_e4m3_grid
-from det_suite.kernels.rmsnorm_row import rms_apply, rms_inverse
+from det_suite.kernels.rmsnorm_row import rms_apply, rms_inverse_of, row_values
 
 
 @triton.jit
@@ -28,31 +36,34 @@ def _store_quantized(q_ptr, scale_ptr, normed, col_exists, FP8_MAX: tl.constexpr
 
 @triton.jit
 def bi_rmsnorm_quantize_kernel(
-    x_ptr, weight_ptr,
+    x_ptr, delta_ptr, weight_ptr, sum_ptr,
     q0_ptr, q1_ptr, q2_ptr, scale0_ptr, scale1_ptr, scale2_ptr,
     H,
-    stride_xm, stride_qm,
+    stride_xm, stride_dm, stride_sm, stride_qm,
     eps,
     NUM_OUT: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
     FP8_MAX: tl.constexpr,
     BLOCK_H: tl.constexpr,
 ):
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_xm
-    q_row = row * stride_qm
-    offs = tl.arange(0, BLOCK_H)
+    delta_row = delta_ptr + row * stride_dm
 
-    inv_rms = rms_inverse(x_row, H, eps, BLOCK_H)
+    # Every program of a row reduces the whole row, with the norm's helper and tile: each
+    # gets the one-program norm's rms bit for bit, whichever columns it then writes.
+    inv_rms = rms_inverse_of(x_row, delta_row, H, eps, BLOCK_H, HAS_RESIDUAL)
 
-    for h0 in range(0, H, BLOCK_H):
-        col_exists = (h0 + offs) < H
-        h = tl.load(x_row + h0 + offs, mask=col_exists, other=0.0).to(tl.float32)
-        weight = tl.load(weight_ptr + h0 + offs, mask=col_exists, other=0.0).to(tl.float32)
-        normed = rms_apply(h, inv_rms, weight, x_ptr.dtype.element_ty)
-        _store_quantized(q0_ptr + q_row + h0 + offs, scale0_ptr, normed, col_exists, FP8_MAX)
-        if NUM_OUT > 1:
-            _store_quantized(q1_ptr + q_row + h0 + offs, scale1_ptr, normed, col_exists,
-                             FP8_MAX)
-        if NUM_OUT > 2:
-            _store_quantized(q2_ptr + q_row + h0 + offs, scale2_ptr, normed, col_exists,
-                             FP8_MAX)
+    cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
+    col_exists = cols < H
+    value = row_values(x_row, delta_row, cols, col_exists, HAS_RESIDUAL)
+    if HAS_RESIDUAL:
+        tl.store(sum_ptr + row * stride_sm + cols, value, mask=col_exists)
+    weight = tl.load(weight_ptr + cols, mask=col_exists, other=0.0).to(tl.float32)
+    normed = rms_apply(value.to(tl.float32), inv_rms, weight, x_ptr.dtype.element_ty)
+    q_cols = row * stride_qm + cols
+    _store_quantized(q0_ptr + q_cols, scale0_ptr, normed, col_exists, FP8_MAX)
+    if NUM_OUT > 1:
+        _store_quantized(q1_ptr + q_cols, scale1_ptr, normed, col_exists, FP8_MAX)
+    if NUM_OUT > 2:
+        _store_quantized(q2_ptr + q_cols, scale2_ptr, normed, col_exists, FP8_MAX)

@@ -3,6 +3,10 @@
 Shared by the single-pass kernels and the split-K reduction so all round identically; the
 kernels launch with `enable_fp_fusion=False` so `acc * scale + bias` is two roundings
 (never an FMA in one kernel and a mul+add in another).
+
+Segmented GEMMs (SEGMENTS > 1: N cut into up to three column segments, each with its own
+activation and scales, e.g. a layer's q/k/v) scale each column by its segment's
+a_scale[s] * b_scale[s]: the same fp32 product a separate GEMM of that segment forms.
 """
 
 import triton
@@ -18,11 +22,26 @@ def scale_and_bias(acc, scale, bias, HAS_BIAS: tl.constexpr):
 
 
 @triton.jit
+def segment_of(n, SEG_END0, SEG_END1, SEGMENTS: tl.constexpr):
+    """Which of the SEGMENTS column segments column (or column vector) n lies in; segment s
+    ends (exclusive) at SEG_END<s>, the last one at N."""
+    seg = (n >= SEG_END0).to(tl.int32)
+    if SEGMENTS > 2:
+        seg += (n >= SEG_END1).to(tl.int32)
+    return seg
+
+
+@triton.jit
 def store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
-                      stride_om, stride_on, HAS_BIAS: tl.constexpr):
+                      stride_om, stride_on, HAS_BIAS: tl.constexpr,
+                      SEG_END0, SEG_END1, SEGMENTS: tl.constexpr):
     row_in_range = offs_m < M
     col_in_range = offs_n < N
-    scale = tl.load(a_scale_ptr) * tl.load(b_scale_ptr)
+    if SEGMENTS == 1:
+        scale = tl.load(a_scale_ptr) * tl.load(b_scale_ptr)
+    else:
+        seg = segment_of(offs_n, SEG_END0, SEG_END1, SEGMENTS)
+        scale = (tl.load(a_scale_ptr + seg) * tl.load(b_scale_ptr + seg))[None, :]
     bias = tl.zeros((offs_n.shape[0],), dtype=tl.float32)
     if HAS_BIAS:
         bias = tl.load(bias_ptr + offs_n, mask=col_in_range, other=0.0).to(tl.float32)
@@ -36,7 +55,8 @@ def store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m
 def finish_split_k_tile(partial_ptrs, stride_os, counter_ptr, out_ptr, bias_ptr, a_scale_ptr,
                         b_scale_ptr, offs_m, offs_n, M, N, stride_om, stride_on,
                         HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
-                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
+                        BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        SEG_END0, SEG_END1, SEGMENTS: tl.constexpr):
     """Called by each split program after it stored its partial tile. The last of the
     tile's SPLIT_K programs to arrive adds all partials in ascending split order - the same
     sum as `fp8_splitk_reduce_kernel` and the single-pass kernel - so which program arrives
@@ -52,6 +72,6 @@ def finish_split_k_tile(partial_ptrs, stride_os, counter_ptr, out_ptr, bias_ptr,
             total += tl.load(partial_ptrs + split * stride_os, mask=in_bounds, other=0.0,
                              cache_modifier=".cg")
         store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n,
-                          M, N, stride_om, stride_on, HAS_BIAS)
+                          M, N, stride_om, stride_on, HAS_BIAS, SEG_END0, SEG_END1, SEGMENTS)
         # Re-arm the counter for the next launch (and the next CUDA Graph replay).
         tl.atomic_xchg(counter_ptr, 0, sem="relaxed", scope="gpu")

@@ -24,7 +24,7 @@ of the reduction schedule, so it never follows M.
 import triton
 import triton.language as tl
 
-from det_suite.kernels.fp8_epilogue import finish_split_k_tile, store_scaled_tile
+from det_suite.kernels.fp8_epilogue import finish_split_k_tile, segment_of, store_scaled_tile
 from det_suite.kernels.grid_dependency import wait_for_previous_grid
 from det_suite.kernels.tile_order import grouped_tile_coordinates
 
@@ -58,7 +58,7 @@ def _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, k_begin, K, K_CHUNK,
 @triton.jit
 def fp8_scaled_mm_kernel(
     a_ptr, b_ptr, out_ptr, partials_ptr, counters_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
-    M, N, K, K_CHUNK,
+    M, N, K, K_CHUNK, SEG_END0, SEG_END1,
     stride_am, stride_ak,
     stride_bk, stride_bn,
     stride_ps, stride_pm, stride_pn,
@@ -72,6 +72,7 @@ def fp8_scaled_mm_kernel(
     GROUP_M: tl.constexpr,
     USE_PDL: tl.constexpr,
     PROMOTE_K: tl.constexpr,
+    SEGMENTS: tl.constexpr,
 ):
     wait_for_previous_grid(USE_PDL)
     pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -79,7 +80,12 @@ def fp8_scaled_mm_kernel(
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     # Padding rows/columns wrap onto real ones so operand loads need no M/N mask; their
     # results are masked at the store and never read back.
-    offs_am = (offs_m % M) * stride_am
+    rows_am = offs_m % M
+    if SEGMENTS > 1:
+        # Segment s of N reads the s-th of the stacked (M, K) activations (segment ends are
+        # multiples of BLOCK_N: one segment per tile).
+        rows_am += segment_of(pid_n * BLOCK_N, SEG_END0, SEG_END1, SEGMENTS) * M
+    offs_am = rows_am * stride_am
     offs_bn = (offs_n % N) * stride_bn
     if WRITE_PARTIALS:
         split = tl.program_id(1)
@@ -91,7 +97,8 @@ def fp8_scaled_mm_kernel(
         if FUSED_FIXUP:
             finish_split_k_tile(partial_ptrs, stride_ps, counters_ptr + tl.program_id(0), out_ptr,
                                 bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
-                                stride_om, stride_on, HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N)
+                                stride_om, stride_on, HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N,
+                                SEG_END0, SEG_END1, SEGMENTS)
     else:
         if SPLIT_K == 1:
             total = _sum_k_chunk(a_ptr, b_ptr, offs_am, offs_bn, 0, K, K_CHUNK,
@@ -105,4 +112,4 @@ def fp8_scaled_mm_kernel(
                                       K_CHUNK, stride_ak, stride_bk,
                                       BLOCK_M, BLOCK_N, BLOCK_K, EVEN_K, PROMOTE_K)
         store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n,
-                          M, N, stride_om, stride_on, HAS_BIAS)
+                          M, N, stride_om, stride_on, HAS_BIAS, SEG_END0, SEG_END1, SEGMENTS)

@@ -14,11 +14,12 @@ from det_suite.kernels.fp8_epilogue import store_scaled_tile
 @triton.jit
 def fp8_splitk_reduce_kernel(
     partials_ptr, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
-    M, N,
+    M, N, SEG_END0, SEG_END1,
     stride_ps, stride_pm, stride_pn,
     stride_om, stride_on,
     HAS_BIAS: tl.constexpr,
     SPLIT_K: tl.constexpr,
+    SEGMENTS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
 ):
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
@@ -33,4 +34,4 @@ def fp8_splitk_reduce_kernel(
         total += tl.load(partial_ptrs + split * stride_ps, mask=in_bounds, other=0.0)
 
     store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
-                      stride_om, stride_on, HAS_BIAS)
+                      stride_om, stride_on, HAS_BIAS, SEG_END0, SEG_END1, SEGMENTS)

@@ -6,12 +6,17 @@ The two kernels differ only in which operand each K step puts on which side of t
 K split into SPLIT_K chunks of K_CHUNK elements, BLOCK_K tiles in ascending order inside a
 chunk, each chunk summed into a fresh accumulator and added to a zero-initialised fp32
 total in ascending order (or written to the workspace for the fix-up to add in that order).
+
+SEGMENTS > 1 (a segmented GEMM, `ops.linear.fp8_scaled_mm_segmented`): the activation
+descriptor holds SEGMENTS stacked (M, K) activations and column segment s reads the s-th;
+segment ends are multiples of BLOCK_N, so a tile lies in one segment and its K loop is the
+unsegmented one on that activation's rows.
 """
 
 import triton
 import triton.language as tl
 
-from det_suite.kernels.fp8_epilogue import finish_split_k_tile, store_scaled_tile
+from det_suite.kernels.fp8_epilogue import finish_split_k_tile, segment_of, store_scaled_tile
 from det_suite.kernels.grid_dependency import wait_for_previous_grid
 from det_suite.kernels.tile_order import grouped_tile_coordinates
 
@@ -42,7 +47,7 @@ def _sum_k_chunk(a_desc, b_desc, off_m, off_n, k_begin, K, K_CHUNK,
 @triton.jit
 def fp8_tma_program(
     a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
-    M, N, K, K_CHUNK,
+    M, N, K, K_CHUNK, SEG_END0, SEG_END1,
     stride_ps, stride_pm, stride_pn,
     stride_om, stride_on,
     HAS_BIAS: tl.constexpr,
@@ -54,6 +59,7 @@ def fp8_tma_program(
     USE_PDL: tl.constexpr,
     SWAP_AB: tl.constexpr,
     PROMOTE_K: tl.constexpr,
+    SEGMENTS: tl.constexpr,
 ):
     wait_for_previous_grid(USE_PDL)
     pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -61,9 +67,14 @@ def fp8_tma_program(
     off_n = pid_n * BLOCK_N
     offs_m = off_m + tl.arange(0, BLOCK_M)
     offs_n = off_n + tl.arange(0, BLOCK_N)
+    # The activation rows this tile reads: its segment's block of the stacked activations.
+    # Padding rows past M may read the next segment's rows; their outputs are never stored.
+    off_am = off_m
+    if SEGMENTS > 1:
+        off_am += segment_of(off_n, SEG_END0, SEG_END1, SEGMENTS) * M
     if WRITE_PARTIALS:
         split = tl.program_id(1)
-        acc = _sum_k_chunk(a_desc, b_desc, off_m, off_n, split * K_CHUNK, K, K_CHUNK,
+        acc = _sum_k_chunk(a_desc, b_desc, off_am, off_n, split * K_CHUNK, K, K_CHUNK,
                            BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, PROMOTE_K)
         partial_ptrs = partials_ptr + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
         tl.store(partial_ptrs + split * stride_ps, acc,
@@ -71,15 +82,16 @@ def fp8_tma_program(
         if FUSED_FIXUP:
             finish_split_k_tile(partial_ptrs, stride_ps, counters_ptr + tl.program_id(0), out_ptr,
                                 bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
-                                stride_om, stride_on, HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N)
+                                stride_om, stride_on, HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N,
+                                SEG_END0, SEG_END1, SEGMENTS)
     else:
         if SPLIT_K == 1:
-            total = _sum_k_chunk(a_desc, b_desc, off_m, off_n, 0, K, K_CHUNK,
+            total = _sum_k_chunk(a_desc, b_desc, off_am, off_n, 0, K, K_CHUNK,
                                  BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, PROMOTE_K)
         else:
             total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
             for split in range(SPLIT_K):
-                total += _sum_k_chunk(a_desc, b_desc, off_m, off_n, split * K_CHUNK, K,
+                total += _sum_k_chunk(a_desc, b_desc, off_am, off_n, split * K_CHUNK, K,
                                       K_CHUNK, BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, PROMOTE_K)
         store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n,
-                          M, N, stride_om, stride_on, HAS_BIAS)
+                          M, N, stride_om, stride_on, HAS_BIAS, SEG_END0, SEG_END1, SEGMENTS)

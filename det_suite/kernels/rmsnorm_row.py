@@ -11,19 +11,43 @@ import triton.language as tl
 
 
 @triton.jit
-def rms_inverse(x_row, H, eps, BLOCK_H: tl.constexpr):
-    """1 / sqrt(mean(x^2) + eps) of the H elements at x_row, in fp32. The squares are kept
-    in BLOCK_H fp32 lanes over ascending BLOCK_H chunks and folded once at the end."""
+def row_values(x_row, delta_row, cols, col_exists, HAS_DELTA: tl.constexpr):
+    """The row's elements at cols, in x's dtype: x, or with HAS_DELTA the residual sum
+    x + delta exactly as torch's `x + delta` makes it (an fp32 add, one rounding to the
+    dtype), so a fused add hands the norm the tensor the unfused add would."""
+    x = tl.load(x_row + cols, mask=col_exists, other=0.0)
+    if HAS_DELTA:
+        delta = tl.load(delta_row + cols, mask=col_exists, other=0.0)
+        # LLVM may fold this into one native add (SM90: add.bf16x2): the same value, as
+        # fp32 carries 2p + 2 bits of a bf16/fp16 significand, so the two roundings here
+        # give the one rounding of the exact sum.
+        x = (x.to(tl.float32) + delta.to(tl.float32)).to(x.dtype)
+    return x
+
+
+@triton.jit
+def rms_inverse_of(x_row, delta_row, H, eps, BLOCK_H: tl.constexpr, HAS_DELTA: tl.constexpr):
+    """1 / sqrt(mean(v^2) + eps) of the H elements `row_values` reads (x, or x + delta),
+    in fp32. The squares are kept in BLOCK_H fp32 lanes over ascending BLOCK_H chunks and
+    folded once at the end, whether or not a delta is added first: a fused residual add
+    reduces the sum exactly as the norm of the stored sum would."""
     offs = tl.arange(0, BLOCK_H)
     square_lanes = tl.zeros((BLOCK_H,), dtype=tl.float32)
     for h0 in range(0, H, BLOCK_H):
         col_exists = (h0 + offs) < H
-        h = tl.load(x_row + h0 + offs, mask=col_exists, other=0.0).to(tl.float32)
+        h = row_values(x_row + h0, delta_row + h0, offs, col_exists, HAS_DELTA).to(tl.float32)
         # The FMA a GPU contracts `lanes + h * h` into, written out: a kernel compiled
         # without contraction (to keep other roundings apart) still sums the same way.
         square_lanes = tl.fma(h, h, square_lanes)
     variance = tl.sum(square_lanes, axis=0) / H
     return 1.0 / tl.sqrt_rn(variance + eps)
+
+
+@triton.jit
+def rms_inverse(x_row, H, eps, BLOCK_H: tl.constexpr):
+    """1 / sqrt(mean(x^2) + eps) of the H elements at x_row, in fp32 (`rms_inverse_of`
+    without a delta)."""
+    return rms_inverse_of(x_row, x_row, H, eps, BLOCK_H, False)
 
 
 @triton.jit

@@ -7,10 +7,11 @@ whatever the number of rows, queries or requests; the others hold no MMA. The la
 compiled are `ops.bi_launch_spec`'s descriptions bound to stand-ins, at the call shapes
 Triton specialises differently: one row / one request (ints equal to 1 become constants),
 a row count that is no multiple of 16, and a large prefill; for attention also a page
-size of 1. Attention has two launch shapes (its tile kernel; the split partial and
-combine kernels for decode calls), each linted at the calls that take it, and the split
-partial kernel must hold the tile kernel's signature (`SAME_MMA_AS`): a decode row has a
-prefill row's bits only if one instruction computes both.
+size of 1, and each call again returning the o projection's FP8 input (`out_scale`: the
+epilogue quantizes). Attention has two launch shapes (its tile kernel; the split partial
+and combine kernels for decode calls), each linted at the calls that take it, and the
+split partial kernel must hold the tile kernel's signature (`SAME_MMA_AS`): a decode row
+has a prefill row's bits only if one instruction computes both.
 """
 
 from __future__ import annotations
@@ -74,8 +75,10 @@ def _log_softmax(m: int) -> KernelLaunch:
                                 out=contiguous(torch.float32, m, VOCAB)))
 
 
-def _attention(tokens: int, requests: int, page: int) -> dict[str, KernelLaunch]:
-    """Every launch of one paged_attention call, by kernel."""
+def _attention(tokens: int, requests: int, page: int, quantize_out: bool = False
+               ) -> dict[str, KernelLaunch]:
+    """Every launch of one paged_attention call, by kernel; with quantize_out, the call
+    that returns the o projection's FP8 input (out_scale given)."""
     import torch
 
     from det_suite.ops.bi_launch_spec import (attention_launch_spec,
@@ -85,20 +88,21 @@ def _attention(tokens: int, requests: int, page: int) -> dict[str, KernelLaunch]
     bf16, i32 = _bf16(), torch.int32
     cache = contiguous(bf16, CACHE_BLOCKS, page, KV_HEADS, HEAD_DIM)
     q = contiguous(bf16, tokens, Q_HEADS, HEAD_DIM)
-    tensors = dict(q=q, out=q, k_cache=cache, v_cache=cache,
-                   block_tables=contiguous(i32, requests, MAX_BLOCKS),
+    out = contiguous(torch.float8_e4m3fn, tokens, Q_HEADS, HEAD_DIM) if quantize_out else q
+    tensors = dict(q=q, out=out, out_scale=contiguous(torch.float32, 1), k_cache=cache,
+                   v_cache=cache, block_tables=contiguous(i32, requests, MAX_BLOCKS),
                    context_lens=contiguous(i32, requests),
                    query_starts=contiguous(i32, requests + 1))
     scale = HEAD_DIM ** -0.5
     if attention_splits_kv(tokens, requests):
         calls = attention_split_launch_spec(tokens, requests, Q_HEADS, KV_HEADS, HEAD_DIM,
-                                            page, MAX_BLOCKS, scale)
+                                            page, MAX_BLOCKS, scale, quantize_out=quantize_out)
         for role, shape in attention_workspace_shapes(tokens, Q_HEADS, HEAD_DIM, page,
                                                       MAX_BLOCKS).items():
             tensors[role] = contiguous(torch.float32, *shape)
     else:
         calls = (attention_launch_spec(tokens, requests, Q_HEADS, KV_HEADS, HEAD_DIM, page,
-                                       scale),)
+                                       scale, quantize_out=quantize_out),)
     return {call.kernel: bind_call(call, tensors) for call in calls}
 
 
@@ -120,35 +124,46 @@ def _qk_norm_rope(tokens: int) -> KernelLaunch:
                                 slot_mapping=contiguous(torch.int64, tokens)))
 
 
-def _rmsnorm_quantize(m: int) -> KernelLaunch:
+def _rmsnorm_quantize(m: int, residual: bool = False) -> KernelLaunch:
     import torch
 
     from det_suite.ops.bi_launch_spec import MAX_QUANTIZED_OUTPUTS, rmsnorm_quantize_launch_spec
 
     fp8, f32 = torch.float8_e4m3fn, torch.float32
-    call = rmsnorm_quantize_launch_spec(m, HIDDEN, 1e-6, MAX_QUANTIZED_OUTPUTS)
+    call = rmsnorm_quantize_launch_spec(m, HIDDEN, 1e-6, MAX_QUANTIZED_OUTPUTS,
+                                        residual=residual)
     tensors = dict(x=contiguous(_bf16(), m, HIDDEN), weight=contiguous(_bf16(), HIDDEN))
+    if residual:
+        tensors.update(delta=contiguous(_bf16(), m, HIDDEN), summed=contiguous(_bf16(), m, HIDDEN))
     for i in range(MAX_QUANTIZED_OUTPUTS):
         tensors[f"q{i}"] = contiguous(fp8, m, HIDDEN)
         tensors[f"scale{i}"] = contiguous(f32, 1)
     return bind_call(call, tensors)
 
 
-def _mul_quantize(m: int) -> KernelLaunch:
+def _mul_quantize(m: int, silu: bool = False) -> KernelLaunch:
+    """With silu, the model's launch: silu(gate) * up, gate and up the two column halves
+    of one (m, 2 * HIDDEN) gate|up GEMM output."""
+    from dataclasses import replace
+
     import torch
 
     from det_suite.ops.bi_launch_spec import mul_quantize_launch_spec
 
-    call = mul_quantize_launch_spec(m, HIDDEN)
-    return bind_call(call, dict(a=contiguous(_bf16(), m, HIDDEN), b=contiguous(_bf16(), m, HIDDEN),
-                                q=contiguous(torch.float8_e4m3fn, m, HIDDEN),
+    call = mul_quantize_launch_spec(m, HIDDEN, silu_a=silu)
+    a = b = contiguous(_bf16(), m, HIDDEN)
+    if silu:
+        a = replace(contiguous(_bf16(), m, 2 * HIDDEN), shape=(m, HIDDEN))
+        b = replace(a, address=a.address + HIDDEN * _bf16().itemsize)
+    return bind_call(call, dict(a=a, b=b, q=contiguous(torch.float8_e4m3fn, m, HIDDEN),
                                 scale=contiguous(torch.float32, 1)))
 
 
 def op_kernel_launches(name: str) -> list[tuple[str, KernelLaunch]]:
     """(label, launch) for every representative launch of an op kernel."""
-    if name in ATTENTION_KERNELS:
-        calls = [(f"T={t} R={r} page={p}", _attention(t, r, p)) for t, r, p in ATTENTION_CALLS]
+    if name in ATTENTION_KERNELS:  # each call as it is and returning FP8 (the model's)
+        calls = [(f"T={t} R={r} page={p}{' fp8-out' if fp8 else ''}", _attention(t, r, p, fp8))
+                 for fp8 in (False, True) for t, r, p in ATTENTION_CALLS]
         return [(label, launches[name]) for label, launches in calls if name in launches]
     builders = {"bi_matmul_kernel": _matmul, "bi_rmsnorm_kernel": _rmsnorm,
                 "bi_log_softmax_kernel": _log_softmax, "bi_qk_norm_rope_kernel": _qk_norm_rope,
@@ -156,7 +171,12 @@ def op_kernel_launches(name: str) -> list[tuple[str, KernelLaunch]]:
                 "bi_mul_quantize_kernel": _mul_quantize}
     if name not in builders:
         raise KeyError(f"{name!r} is not a batch-invariant op kernel")
-    return [(f"M={m}", builders[name](m)) for m in ROW_COUNTS]
+    launches = [(f"M={m}", builders[name](m)) for m in ROW_COUNTS]
+    if name == "bi_rmsnorm_quantize_kernel":  # and with the residual add, which most calls take
+        launches += [(f"M={m} residual", _rmsnorm_quantize(m, residual=True)) for m in ROW_COUNTS]
+    if name == "bi_mul_quantize_kernel":  # and with silu, the model's: last, so the one linted
+        launches += [(f"M={m} silu", _mul_quantize(m, silu=True)) for m in ROW_COUNTS]
+    return launches
 
 
 # The registry's op kernels that feed tensor cores; those without MMA are fixed kernels
@@ -190,14 +210,18 @@ def op_kernel_jobs(kernel: registry.KernelEntry, capability: int):
 def lint_op_kernel(kernel: registry.KernelEntry, capability: int, outcomes
                    ) -> tuple[FixedKernelResult, list[str]]:
     """(result, violations): every launch compiles, holds MMA, one signature, on the
-    registry's operand format."""
+    registry's operand format. A launch the target cannot compile for lack of a format
+    (an FP8 output before sm_89: no FP8 linear runs there to take it) is reported as
+    unsupported and not linted; the kernel's other launches still must compile."""
     arch = arch_label(capability)
-    signatures, summaries, problems = set(), {}, []
+    signatures, summaries, problems, unsupported = set(), {}, [], []
     error = None
     for label, job in op_kernel_jobs(kernel, capability):
         outcome = outcomes[job.key]
         status, summary = variant_status(outcome)
-        if status in ("error", "unsupported"):
+        if status == "unsupported":
+            unsupported.append(label)
+        elif status == "error":
             problems.append(f"{label} failed to compile: {summary}")
             error = error or outcome.error
         elif status == "no-mma":
@@ -212,7 +236,11 @@ def lint_op_kernel(kernel: registry.KernelEntry, capability: int, outcomes
     if len(signatures) > 1:
         problems.insert(0, "launches mix MMA instructions: " + " vs ".join(
             f"{', '.join(labels)} ({summary})" for summary, labels in summaries.items()))
+    if unsupported and not summaries:
+        problems.append(f"no launch compiles here ({', '.join(unsupported)}: unsupported)")
     summary = " / ".join(summaries) or "no instruction"
+    if unsupported:
+        summary += f" ({len(unsupported)} launches unsupported here)"
     if problems:
         message = f"{arch} {kernel.name}: " + "; ".join(problems)
         return (FixedKernelResult(kernel.name, capability, arch, "violation",

@@ -19,10 +19,16 @@ and, optionally (None: composed here from the ops above, which they must equal b
     gated_for_linear(gate, up, linear) -> silu(gate) * up as the linear accepts it
     qk_norm_rope_write(q, k, v, q_weight, k_weight, eps, cos, sin, k_cache, v_cache,
         slot_mapping) -> q: rms_norm of q and k, apply_rope on both, write_kv
+    attention_for_linear(q, k_cache, v_cache, block_tables, context_lens, query_starts,
+        scale, linear) -> attention's (T, Hq * D) output as the linear accepts it
+and, together (None: every linear is its own fp8_linear),
+    stack_projections(layer) -> (q/k/v group or None, gate/up group or None): the layer's
+        projections that read one input, stacked for one GEMM (`engine.linear_groups`)
+    norm_for_group(x, delta, weight, eps, group) -> (x + delta, the group's input):
+        the residual add (delta None: none) and rms_norm as the group's GEMM reads it
+    group_linear(inputs, group, dtype) -> one output per member, the members' fp8_linear
+        bits under the stacked shape's reduction schedule
 Everything else here is elementwise or a gather, so it cannot depend on the batch.
-
-The seven linears stay separate GEMMs: the checkpoint gives each its own per-tensor weight
-scale (and input scale), and one fused GEMM would have to merge them by rounding.
 """
 
 from __future__ import annotations
@@ -104,19 +110,36 @@ class Qwen3Model:
                              "(Qwen3-8B keeps a separate BF16 lm_head)")
         self.cos, self.sin = rope_table(config, max_positions, checkpoint.device,
                                         checkpoint.embed_tokens.dtype)
+        # Per layer: (q/k/v group, gate/up group), None where the linears run one by one.
+        stack = ops.stack_projections
+        self.groups = [stack(layer) if stack is not None else (None, None)
+                       for layer in checkpoint.layers]
 
-    def _norm_for_linears(self, x, weight, linears) -> list:
-        if self.ops.norm_for_linears is not None:
-            return self.ops.norm_for_linears(x, weight, self.eps, linears)
-        return [self.ops.rms_norm(x, weight, self.eps)] * len(linears)
+    def _norm_inputs(self, x, delta, weight, linears, group):
+        """(x + delta, the inputs of `linears`): one stacked input for a group, else one
+        per linear. delta None: x as it is."""
+        ops = self.ops
+        if group is not None:
+            return ops.norm_for_group(x, delta, weight, self.eps, group)
+        if delta is not None:
+            x = x + delta
+        if ops.norm_for_linears is not None:
+            return x, ops.norm_for_linears(x, weight, self.eps, linears)
+        return x, [ops.rms_norm(x, weight, self.eps)] * len(linears)
 
-    def _attention_block(self, layer, x, batch: PackedBatch, kv, cos, sin) -> torch.Tensor:
-        ops, t = self.ops, x.shape[0]
-        hq, hk, hv = self._norm_for_linears(x, layer.input_layernorm,
-                                            (layer.q_proj, layer.k_proj, layer.v_proj))
-        q = ops.fp8_linear(hq, layer.q_proj).view(t, self.heads, self.head_dim)
-        k = ops.fp8_linear(hk, layer.k_proj).view(t, self.kv_heads, self.head_dim)
-        v = ops.fp8_linear(hv, layer.v_proj).view(t, self.kv_heads, self.head_dim)
+    def _project(self, inputs, linears, group, dtype) -> list:
+        if group is not None:
+            return self.ops.group_linear(inputs, group, dtype)
+        return [self.ops.fp8_linear(h, lin) for h, lin in zip(inputs, linears)]
+
+    def _attention_block(self, layer, inputs, group, batch: PackedBatch, kv, cos, sin,
+                         dtype) -> torch.Tensor:
+        ops, t = self.ops, batch.token_ids.shape[0]
+        q, k, v = self._project(inputs, (layer.q_proj, layer.k_proj, layer.v_proj), group,
+                                dtype)
+        q = q.view(t, self.heads, self.head_dim)
+        k = k.view(t, self.kv_heads, self.head_dim)
+        v = v.view(t, self.kv_heads, self.head_dim)
         k_cache, v_cache = kv
         if ops.qk_norm_rope_write is not None:
             q = ops.qk_norm_rope_write(q, k, v, layer.q_norm, layer.k_norm, self.eps, cos, sin,
@@ -126,16 +149,17 @@ class Qwen3Model:
             k = ops.rms_norm(k, layer.k_norm, self.eps)
             q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
             ops.write_kv(k, v, k_cache, v_cache, batch.slot_mapping)
-        out = ops.attention(q, k_cache, v_cache, batch.block_tables, batch.context_lens,
-                            batch.query_starts, self.scale)
-        return ops.fp8_linear(out.reshape(t, self.heads * self.head_dim), layer.o_proj)
+        attention = (batch.block_tables, batch.context_lens, batch.query_starts, self.scale)
+        if ops.attention_for_linear is not None:
+            out = ops.attention_for_linear(q, k_cache, v_cache, *attention, layer.o_proj)
+        else:
+            out = ops.attention(q, k_cache, v_cache, *attention)
+            out = out.reshape(t, self.heads * self.head_dim)
+        return ops.fp8_linear(out, layer.o_proj)
 
-    def _mlp_block(self, layer, x) -> torch.Tensor:
+    def _mlp_block(self, layer, inputs, group, dtype) -> torch.Tensor:
         ops = self.ops
-        hg, hu = self._norm_for_linears(x, layer.post_attention_layernorm,
-                                        (layer.gate_proj, layer.up_proj))
-        gate = ops.fp8_linear(hg, layer.gate_proj)
-        up = ops.fp8_linear(hu, layer.up_proj)
+        gate, up = self._project(inputs, (layer.gate_proj, layer.up_proj), group, dtype)
         if ops.gated_for_linear is not None:
             return ops.fp8_linear(ops.gated_for_linear(gate, up, layer.down_proj),
                                   layer.down_proj)
@@ -145,9 +169,18 @@ class Qwen3Model:
         """Log-probabilities (L, V) fp32 of the next token at batch.logit_rows."""
         x = self.ckpt.embed_tokens[batch.token_ids]
         cos, sin = self.cos[batch.positions], self.sin[batch.positions]
-        for layer, kv in zip(self.ckpt.layers, kv_caches):
-            x = x + self._attention_block(layer, x, batch, kv, cos, sin)
-            x = x + self._mlp_block(layer, x)
+        # Each block's output is added to the residual stream by the next norm, which can
+        # do it in the same launch (norm_for_group); the last one is added here.
+        delta = None
+        for layer, (qkv, gate_up), kv in zip(self.ckpt.layers, self.groups, kv_caches):
+            x, inputs = self._norm_inputs(x, delta, layer.input_layernorm,
+                                          (layer.q_proj, layer.k_proj, layer.v_proj), qkv)
+            delta = self._attention_block(layer, inputs, qkv, batch, kv, cos, sin, x.dtype)
+            x, inputs = self._norm_inputs(x, delta, layer.post_attention_layernorm,
+                                          (layer.gate_proj, layer.up_proj), gate_up)
+            delta = self._mlp_block(layer, inputs, gate_up, x.dtype)
+        if delta is not None:
+            x = x + delta
         if batch.logit_rows.shape[0] == 0:     # a prefill chunk before any scored position
             return torch.empty((0, self.vocab), dtype=torch.float32, device=x.device)
         h = self.ops.rms_norm(x[batch.logit_rows], self.ckpt.norm, self.eps)

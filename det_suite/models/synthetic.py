@@ -71,6 +71,10 @@ def _qwen3_8b() -> Preset:
 PRESETS: dict[str, Preset] = {
     "tiny": Preset("tiny", hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16,
                    intermediate=128, vocab=None, calibration_tokens=32),
+    # tiny with 64-wide heads: q/k/v widths (256, 128, 128) end on every tile's BLOCK_N, so
+    # the det engine stacks q/k/v too (tiny's 16-wide heads leave them separate).
+    "tiny-wide": Preset("tiny-wide", hidden=64, layers=2, heads=4, kv_heads=2, head_dim=64,
+                        intermediate=128, vocab=None, calibration_tokens=32),
     "qwen3-8b": _qwen3_8b(),
 }
 

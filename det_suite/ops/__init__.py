@@ -22,12 +22,14 @@ from det_suite.ops.launch import (Launcher, compile_kernel, launch_fp8_gemm, lau
 from det_suite.ops.launch_spec import (GemmLaunchSpec, KernelCall, LaunchArg, gemm_launch_spec,
                                        quantize_launch_spec, selects_tma, tma_compatible,
                                        triton_cdiv)
-from det_suite.ops.linear import fp8_linear, fp8_scaled_mm, quantize_fp8
+from det_suite.ops.linear import (fp8_linear, fp8_scaled_mm, fp8_scaled_mm_segmented,
+                                  quantize_fp8, segments_fit)
 from det_suite.ops.validation import (ACTIVATION_DTYPES, FP8_DTYPE, WeightLayout, resolve_weight,
                                       validate_scale)
 
 __all__ = ["ACTIVATION_DTYPES", "FP8_DTYPE", "GemmLaunchSpec", "KernelCall", "LaunchArg",
            "Launcher", "WeightLayout", "compile_kernel", "fp8_linear", "fp8_scaled_mm",
+           "fp8_scaled_mm_segmented", "segments_fit",
            "gemm_launch_spec", "launch_fp8_gemm", "launch_quantize", "quantize_fp8",
            "quantize_launch_spec", "resolve_weight", "run_kernel", "selects_tma",
            "split_k_counters", "tma_compatible", "triton_cdiv", "validate_scale"]

@@ -5,7 +5,9 @@
 
 A row's (a query's) output bits depend on that row's inputs only: never on how many rows
 the call holds, on the other requests, or on how a prefill was chunked. Each op launches
-one kernel with one tile for every call (`ops.bi_launch_spec`). Arguments are checked
+one kernel with one tile for every call (`ops.bi_launch_spec`), except paged_attention's
+decode calls, which launch two (a partial kernel over the context's segments, then their
+combine) with the tile kernel's tile and the same bits. Arguments are checked
 before anything launches (ValueError / TypeError naming the argument); nothing is
 converted silently. Value checks that need the data on the host (query_starts ordering,
 block-table bounds) run on CPU tensors only: on a GPU they would sync every layer and
@@ -23,7 +25,8 @@ from det_suite.ops.bi_launch_spec import (ATTENTION_TILE, attention_launch_spec,
                                           log_softmax_launch_spec, matmul_launch_spec,
                                           qk_norm_rope_launch_spec, rmsnorm_launch_spec)
 from det_suite.ops.launch import Launcher, run_kernel
-from det_suite.ops.validation import require_dtype, require_same_device, require_tensor
+from det_suite.ops.validation import (FP8_DTYPE, require_dtype, require_same_device,
+                                      require_tensor, validate_scale)
 
 HALF_DTYPES = (torch.bfloat16, torch.float16)
 FLOAT_DTYPES = (torch.bfloat16, torch.float16, torch.float32)
@@ -163,11 +166,17 @@ def _check_attention_values(num_tokens, block_tables, context_lens, query_starts
 
 
 def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_starts,
-                    scale: float, *, launcher: Launcher = run_kernel) -> torch.Tensor:
+                    scale: float, *, out_scale: torch.Tensor | None = None,
+                    launcher: Launcher = run_kernel) -> torch.Tensor:
     """Causal attention of ragged queries over a paged KV cache (see the kernel's module,
     `det_suite.kernels.bi_attention`, for the layout). q (T, Hq, D) bf16/fp16; k_cache,
     v_cache (num_blocks, block_size, Hkv, D) of q's dtype; block_tables (R, max_blocks),
     context_lens (R,), query_starts (R + 1,) int32. Returns (T, Hq, D) in q's dtype.
+
+    With out_scale (float32, one element: the o projection's static input scale) it returns
+    that projection's input instead, (T, Hq * D) float8_e4m3fn, byte for byte
+    `quantize_fp8(paged_attention(...).reshape(T, -1), out_scale)`: the kernel that ends
+    the op quantizes its rows as it stores them, so no quantization launch follows.
 
     A decode call (T == R) takes the split shape, its contexts' segments spread over
     programs (`kernels.bi_attention_split`, then `kernels.bi_attention_combine`, with an
@@ -208,18 +217,23 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
         raise ValueError("block_tables must be contiguous along its last dimension")
     if isinstance(scale, bool) or not isinstance(scale, (int, float)) or not scale > 0:
         raise ValueError(f"scale must be a positive float; got {scale!r}")
+    quantize_out = out_scale is not None
+    if quantize_out:
+        out_scale = validate_scale(out_scale, "out_scale")
     require_same_device({"q": q, "k_cache": k_cache, "v_cache": v_cache,
                          "block_tables": block_tables, "context_lens": context_lens,
-                         "query_starts": query_starts})
+                         "query_starts": query_starts, "out_scale": out_scale})
     _require_unit_last_stride(q, "q")
     if q.device.type == "cpu":
         _check_attention_values(num_tokens, block_tables, context_lens, query_starts,
                                 num_blocks, block_size)
-    out = torch.empty_like(q, memory_format=torch.contiguous_format)
+    out = torch.empty(q.shape, dtype=FP8_DTYPE if quantize_out else q.dtype, device=q.device)
+    result = out.reshape(num_tokens, num_q_heads * head_dim) if quantize_out else out
     if num_tokens == 0 or num_requests == 0:
-        return out
-    tensors = dict(q=q, k_cache=k_cache, v_cache=v_cache, out=out, block_tables=block_tables,
-                   context_lens=context_lens, query_starts=query_starts)
+        return result
+    tensors = dict(q=q, k_cache=k_cache, v_cache=v_cache, out=out, out_scale=out_scale,
+                   block_tables=block_tables, context_lens=context_lens,
+                   query_starts=query_starts)
     if attention_splits_kv(num_tokens, num_requests):
         max_blocks = block_tables.shape[1]
         for role, shape in attention_workspace_shapes(num_tokens, num_q_heads, head_dim,
@@ -227,13 +241,14 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
             tensors[role] = torch.empty(shape, dtype=torch.float32, device=q.device)
         calls = attention_split_launch_spec(num_tokens, num_requests, num_q_heads,
                                             num_kv_heads, head_dim, block_size, max_blocks,
-                                            float(scale))
+                                            float(scale), quantize_out=quantize_out)
     else:
         calls = (attention_launch_spec(num_tokens, num_requests, num_q_heads, num_kv_heads,
-                                       head_dim, block_size, float(scale)),)
+                                       head_dim, block_size, float(scale),
+                                       quantize_out=quantize_out),)
     for call in calls:
         _launch(call, tensors, launcher)
-    return out
+    return result
 
 
 def write_kv(k, v, k_cache, v_cache, slot_mapping) -> None:
@@ -290,8 +305,9 @@ def qk_norm_rope_write(q, k, v, q_weight, k_weight, eps: float, cos, sin, k_cach
     `rms_norm` on q and k, `models.qwen3.apply_rope` on both, then `write_kv`. Returns q_out
     (T, Hq, D); the rotated keys and v go to k_cache / v_cache at slot_mapping.
 
-    q (T, Hq, D), k and v (T, Hkv, D): bf16/fp16, contiguous (the norm's reduction compiles
-    as rms_norm's does for rows laid out as rms_norm sees them); q_weight, k_weight (D,) of
+    q (T, Hq, D), k and v (T, Hkv, D): bf16/fp16, each head's D values contiguous (a row
+    is read as rms_norm reads one; token and head strides are free, so q, k and v may be
+    column views of one fused q/k/v projection output); q_weight, k_weight (D,) of
     one float dtype; cos, sin (T, D) of q's dtype (torch would promote otherwise); k_cache,
     v_cache (num_blocks, block_size, Hkv, D) of q's dtype, contiguous; slot_mapping (T,)
     int64, slot = block * block_size + offset. Slots are checked on CPU tensors only (on a
@@ -311,8 +327,7 @@ def qk_norm_rope_write(q, k, v, q_weight, k_weight, eps: float, cos, sin, k_cach
         raise ValueError(f"head_dim (q's last dimension) must be even for RoPE's halves; got "
                          f"{head_dim}")
     for name, t in (("q", q), ("k", k), ("v", v)):
-        if not t.is_contiguous():
-            raise ValueError(f"{name} must be contiguous; got strides {t.stride()}")
+        _require_unit_last_stride(t, name)
     for name, w in (("q_weight", q_weight), ("k_weight", k_weight)):
         require_tensor(w, name)
         require_dtype(w, name, FLOAT_DTYPES)

@@ -104,33 +104,44 @@ def rmsnorm_launch_spec(m: int, h: int, eps: float) -> KernelCall:
         t.tile, t.options)
 
 
-def rmsnorm_quantize_launch_spec(m: int, h: int, eps: float, outputs: int) -> KernelCall:
-    """One program per row of x (m, h), quantized for `outputs` (1..3) linears: roles x,
-    weight, q0.. and scale0.. (the unused ones bound to q0 / scale0, never read)."""
+def rmsnorm_quantize_launch_spec(m: int, h: int, eps: float, outputs: int, *,
+                                 residual: bool = False) -> KernelCall:
+    """Programs (row, BLOCK_H columns) over x (m, h), quantized for `outputs` (1..3)
+    linears: roles x, weight, q0.. and scale0.. (the unused ones bound to q0 / scale0,
+    never read); with `residual` also delta and summed (m, h), the norm taking x + delta
+    and storing it to summed (without, both bound to x, never read or written)."""
     if not 1 <= outputs <= MAX_QUANTIZED_OUTPUTS:
         raise ValueError(f"outputs: expected 1..{MAX_QUANTIZED_OUTPUTS}, got {outputs}")
     t = RMSNORM_QUANTIZE_TILE
     q = [f"q{i}" if i < outputs else "q0" for i in range(MAX_QUANTIZED_OUTPUTS)]
     scale = [f"scale{i}" if i < outputs else "scale0" for i in range(MAX_QUANTIZED_OUTPUTS)]
+    delta, summed = ("delta", "summed") if residual else ("x", "x")
     return KernelCall(
-        t.kernel, (m,),
-        (("x_ptr", _tensor("x")), ("weight_ptr", _tensor("weight")),
+        t.kernel, (m, triton_cdiv(h, t["BLOCK_H"])),
+        (("x_ptr", _tensor("x")), ("delta_ptr", _tensor(delta)),
+         ("weight_ptr", _tensor("weight")), ("sum_ptr", _tensor(summed)),
          *((f"q{i}_ptr", _tensor(q[i])) for i in range(MAX_QUANTIZED_OUTPUTS)),
          *((f"scale{i}_ptr", _tensor(scale[i])) for i in range(MAX_QUANTIZED_OUTPUTS)),
-         ("H", _value(h)), ("stride_xm", _stride("x", 0)), ("stride_qm", _stride("q0", 0)),
+         ("H", _value(h)), ("stride_xm", _stride("x", 0)), ("stride_dm", _stride(delta, 0)),
+         ("stride_sm", _stride(summed, 0)), ("stride_qm", _stride("q0", 0)),
          ("eps", _value(float(eps)))),
-        (("NUM_OUT", outputs), ("FP8_MAX", FP8_E4M3_MAX), *t.tile), t.options)
+        (("NUM_OUT", outputs), ("HAS_RESIDUAL", bool(residual)), ("FP8_MAX", FP8_E4M3_MAX),
+         *t.tile), t.options)
 
 
-def mul_quantize_launch_spec(m: int, n: int) -> KernelCall:
-    """q (m, n) fp8 = quantize(a * b): roles a, b, q, scale."""
+def mul_quantize_launch_spec(m: int, n: int, *, silu_a: bool = False) -> KernelCall:
+    """q (m, n) fp8 = quantize(a * b), with silu_a quantize(silu(a) * b): roles a, b, q,
+    scale (a and b rows of any row stride, e.g. the two halves of one gate|up tensor)."""
     t = MUL_QUANTIZE_TILE
+    # libdevice without its flush-to-zero variant (Triton's default takes it): nvcc builds
+    # torch's silu with -ftz=false, so this is the expf torch's kernel runs.
+    options = (*t.options, ("enable_reflect_ftz", False))
     return KernelCall(
         t.kernel, (m, triton_cdiv(n, t["BLOCK_N"])),
         (("a_ptr", _tensor("a")), ("b_ptr", _tensor("b")), ("q_ptr", _tensor("q")),
          ("scale_ptr", _tensor("scale")), ("N", _value(n)), ("stride_am", _stride("a", 0)),
          ("stride_bm", _stride("b", 0)), ("stride_qm", _stride("q", 0))),
-        (("FP8_MAX", FP8_E4M3_MAX), *t.tile), t.options)
+        (("SILU_A", bool(silu_a)), ("FP8_MAX", FP8_E4M3_MAX), *t.tile), options)
 
 
 def log_softmax_launch_spec(m: int, v: int) -> KernelCall:
@@ -143,30 +154,53 @@ def log_softmax_launch_spec(m: int, v: int) -> KernelCall:
         t.tile, t.options)
 
 
+def _attention_inputs(num_requests: int, block_size: int, scale: float) -> tuple:
+    """The arguments the two kernels that read the cache (the tile kernel, the split
+    shape's partial kernel) take first, in their order: q, the caches, the requests'
+    metadata, the softmax scale and the strides of all of them."""
+    return (
+        ("q_ptr", _tensor("q")), ("k_cache_ptr", _tensor("k_cache")),
+        ("v_cache_ptr", _tensor("v_cache")),
+        ("block_tables_ptr", _tensor("block_tables")),
+        ("context_lens_ptr", _tensor("context_lens")),
+        ("query_starts_ptr", _tensor("query_starts")),
+        ("scale", _value(float(scale))), ("num_requests", _value(num_requests)),
+        ("block_size", _value(block_size)),
+        ("stride_qt", _stride("q", 0)), ("stride_qh", _stride("q", 1)),
+        ("stride_kb", _stride("k_cache", 0)), ("stride_ks", _stride("k_cache", 1)),
+        ("stride_kh", _stride("k_cache", 2)),
+        ("stride_vb", _stride("v_cache", 0)), ("stride_vs", _stride("v_cache", 1)),
+        ("stride_vh", _stride("v_cache", 2)),
+        ("stride_bt", _stride("block_tables", 0)))
+
+
+def _attention_output(quantize_out: bool) -> tuple:
+    """The output arguments of the kernel that ends the op (the tile kernel, the combine):
+    out, and out_scale when it quantizes (otherwise bound to out, never read)."""
+    return (("out_ptr", _tensor("out")),
+            ("out_scale_ptr", _tensor("out_scale" if quantize_out else "out")),
+            ("stride_ot", _stride("out", 0)), ("stride_oh", _stride("out", 1)))
+
+
+def _attention_epilogue(quantize_out: bool) -> tuple:
+    """The output kernel's epilogue constexprs: whether it quantizes, and the clamp."""
+    return (("QUANTIZE_OUT", quantize_out), ("FP8_MAX", FP8_E4M3_MAX))
+
+
 def attention_launch_spec(num_tokens: int, num_requests: int, num_q_heads: int,
                           num_kv_heads: int, head_dim: int, block_size: int,
-                          scale: float) -> KernelCall:
-    """Roles q (T, Hq, D), k_cache / v_cache (blocks, block_size, Hkv, D), out,
-    block_tables (R, max_blocks), context_lens (R,), query_starts (R + 1,)."""
+                          scale: float, *, quantize_out: bool = False) -> KernelCall:
+    """Roles q (T, Hq, D), k_cache / v_cache (blocks, block_size, Hkv, D),
+    block_tables (R, max_blocks), context_lens (R,), query_starts (R + 1,), out (T, Hq, D)
+    in q's dtype or, with quantize_out, float8_e4m3fn quantized with out_scale (1,) fp32.
+    quantize_out changes the epilogue only, never the tile."""
     t = ATTENTION_TILE
     grid = (num_tokens // t["BLOCK_Q"] + num_requests, num_q_heads)
     return KernelCall(
         t.kernel, grid,
-        (("q_ptr", _tensor("q")), ("k_cache_ptr", _tensor("k_cache")),
-         ("v_cache_ptr", _tensor("v_cache")), ("out_ptr", _tensor("out")),
-         ("block_tables_ptr", _tensor("block_tables")),
-         ("context_lens_ptr", _tensor("context_lens")),
-         ("query_starts_ptr", _tensor("query_starts")),
-         ("scale", _value(float(scale))), ("num_requests", _value(num_requests)),
-         ("block_size", _value(block_size)),
-         ("stride_qt", _stride("q", 0)), ("stride_qh", _stride("q", 1)),
-         ("stride_kb", _stride("k_cache", 0)), ("stride_ks", _stride("k_cache", 1)),
-         ("stride_kh", _stride("k_cache", 2)),
-         ("stride_vb", _stride("v_cache", 0)), ("stride_vs", _stride("v_cache", 1)),
-         ("stride_vh", _stride("v_cache", 2)),
-         ("stride_ot", _stride("out", 0)), ("stride_oh", _stride("out", 1)),
-         ("stride_bt", _stride("block_tables", 0))),
-        (("GROUP", num_q_heads // num_kv_heads), ("HEAD_DIM", head_dim), *t.tile), t.options)
+        (*_attention_inputs(num_requests, block_size, scale), *_attention_output(quantize_out)),
+        (("GROUP", num_q_heads // num_kv_heads), ("HEAD_DIM", head_dim), *t.tile,
+         *_attention_epilogue(quantize_out)), t.options)
 
 
 def attention_splits_kv(num_tokens: int, num_requests: int) -> bool:
@@ -184,10 +218,12 @@ def attention_segments(block_size: int, max_blocks: int) -> int:
 
 def attention_split_launch_spec(num_tokens: int, num_requests: int, num_q_heads: int,
                                 num_kv_heads: int, head_dim: int, block_size: int,
-                                max_blocks: int, scale: float) -> tuple[KernelCall, KernelCall]:
+                                max_blocks: int, scale: float, *, quantize_out: bool = False
+                                ) -> tuple[KernelCall, KernelCall]:
     """The split shape: the partial kernel over (T, Hq, segments), then the combine over
-    (T, Hq). Roles as `attention_launch_spec`'s plus the fp32 workspace seg_stats
-    (T, Hq, segments, 2) and seg_acc (T, Hq, segments, D) (`attention_workspace_shapes`)."""
+    (T, Hq), which ends as the tile kernel does (quantize_out included). Roles as
+    `attention_launch_spec`'s plus the fp32 workspace seg_stats (T, Hq, segments, 2) and
+    seg_acc (T, Hq, segments, D) (`attention_workspace_shapes`)."""
     t, c = ATTENTION_SPLIT_TILE, ATTENTION_COMBINE_TILE
     workspace = (("stride_st", _stride("seg_stats", 0)), ("stride_sh", _stride("seg_stats", 1)),
                  ("stride_ss", _stride("seg_stats", 2)),
@@ -195,29 +231,18 @@ def attention_split_launch_spec(num_tokens: int, num_requests: int, num_q_heads:
                  ("stride_as", _stride("seg_acc", 2)))
     partial = KernelCall(
         t.kernel, (num_tokens, num_q_heads, attention_segments(block_size, max_blocks)),
-        (("q_ptr", _tensor("q")), ("k_cache_ptr", _tensor("k_cache")),
-         ("v_cache_ptr", _tensor("v_cache")), ("seg_stats_ptr", _tensor("seg_stats")),
-         ("seg_acc_ptr", _tensor("seg_acc")),
-         ("block_tables_ptr", _tensor("block_tables")),
-         ("context_lens_ptr", _tensor("context_lens")),
-         ("query_starts_ptr", _tensor("query_starts")),
-         ("scale", _value(float(scale))), ("num_requests", _value(num_requests)),
-         ("block_size", _value(block_size)),
-         ("stride_qt", _stride("q", 0)), ("stride_qh", _stride("q", 1)),
-         ("stride_kb", _stride("k_cache", 0)), ("stride_ks", _stride("k_cache", 1)),
-         ("stride_kh", _stride("k_cache", 2)),
-         ("stride_vb", _stride("v_cache", 0)), ("stride_vs", _stride("v_cache", 1)),
-         ("stride_vh", _stride("v_cache", 2)),
-         *workspace, ("stride_bt", _stride("block_tables", 0))),
+        (*_attention_inputs(num_requests, block_size, scale),
+         ("seg_stats_ptr", _tensor("seg_stats")), ("seg_acc_ptr", _tensor("seg_acc")),
+         *workspace),
         (("GROUP", num_q_heads // num_kv_heads), ("HEAD_DIM", head_dim), *t.tile), t.options)
     combine = KernelCall(
         c.kernel, (num_tokens, num_q_heads),
         (("seg_stats_ptr", _tensor("seg_stats")), ("seg_acc_ptr", _tensor("seg_acc")),
-         ("out_ptr", _tensor("out")), ("context_lens_ptr", _tensor("context_lens")),
+         ("context_lens_ptr", _tensor("context_lens")),
          ("query_starts_ptr", _tensor("query_starts")),
          ("num_requests", _value(num_requests)), *workspace,
-         ("stride_ot", _stride("out", 0)), ("stride_oh", _stride("out", 1))),
-        (("HEAD_DIM", head_dim), *c.tile), c.options)
+         ("q_ptr", _tensor("q")), *_attention_output(quantize_out)),
+        (("HEAD_DIM", head_dim), *c.tile, *_attention_epilogue(quantize_out)), c.options)
     return partial, combine
 
 

@@ -78,16 +78,20 @@ def launch_quantize(x: torch.Tensor, scale: torch.Tensor, *,
 
 def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
                     b_scale: torch.Tensor, bias: torch.Tensor | None, out: torch.Tensor,
-                    config: LaunchConfig, *, launcher: Launcher = run_kernel) -> torch.Tensor:
-    """Launch the GEMM for already-validated operands: a (M, K) fp8, b_kn (K, N) fp8."""
-    m, k = a.shape
+                    config: LaunchConfig, *, segment_ends: tuple[int, ...] = (),
+                    launcher: Launcher = run_kernel) -> torch.Tensor:
+    """Launch the GEMM for already-validated operands: a (M, K) fp8, b_kn (K, N) fp8. A
+    segmented GEMM (`segment_ends`, see `gemm_launch_spec`) takes a as its S stacked (M, K)
+    activations, (S * M, K), and one scale per segment in a_scale and b_scale."""
+    k = a.shape[1]
+    m = a.shape[0] // (len(segment_ends) + 1)
     n = b_kn.shape[1]
     if config.use_pdl and a.device.type != "cuda":
         # The interpreter runs programs one after another and has no grid-dependency
         # instructions; PDL only moves a GPU launch, so it is dropped there.
         config = replace(config, use_pdl=False)
     spec = gemm_launch_spec(config, m, n, k, has_bias=bias is not None,
-                            use_tma=selects_tma(config, a, b_kn))
+                            use_tma=selects_tma(config, a, b_kn), segment_ends=segment_ends)
     tensors = dict(a=a, b_kn=b_kn, b_nk=b_kn.t(), out=out, bias=bias, a_scale=a_scale,
                    b_scale=b_scale)
     if spec.workspace_shape is not None:

@@ -26,6 +26,8 @@ REDUCE_BLOCK_N = 128
 # each (scale, then bias, two fp32 roundings).
 GEMM_KERNEL_OPTIONS = {"enable_fp_fusion": False}
 _TMA_ALIGN_BYTES = 16
+# A segmented GEMM's column segments (a decoder layer's q, k and v at most).
+MAX_SEGMENTS = 3
 
 
 def triton_cdiv(a: int, b: int) -> int:
@@ -126,24 +128,38 @@ _SPEC_CACHE_SIZE = 4096
 
 
 def gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, *, has_bias: bool,
-                     use_tma: bool) -> GemmLaunchSpec:
+                     use_tma: bool, segment_ends: tuple[int, ...] = ()) -> GemmLaunchSpec:
     """How `launch_fp8_gemm` launches an (m x k) @ (k x n) GEMM under `config`. `use_tma`:
     the TMA kernel was chosen (`config.use_tma` and `tma_compatible` operands); otherwise
-    the pointer kernel runs, whatever `config.use_tma` says. Memoised: it is on every
-    launch's path, and a model calls few distinct shapes."""
-    key = (config, m, n, k, has_bias, use_tma)
+    the pointer kernel runs, whatever `config.use_tma` says. `segment_ends`: for a
+    segmented GEMM, where each column segment but the last ends (ascending multiples of the
+    tile's BLOCK_N; the activation `a` is then the segments' (M, K) activations stacked to
+    (S * M, K)). Memoised: it is on every launch's path, and a model calls few distinct
+    shapes."""
+    key = (config, m, n, k, has_bias, use_tma, segment_ends)
     spec = _SPEC_CACHE.get(key)
     if spec is None:
         if len(_SPEC_CACHE) >= _SPEC_CACHE_SIZE:
             _SPEC_CACHE.clear()
-        spec = _SPEC_CACHE[key] = _build_gemm_launch_spec(config, m, n, k, has_bias, use_tma)
+        spec = _SPEC_CACHE[key] = _build_gemm_launch_spec(config, m, n, k, has_bias, use_tma,
+                                                          segment_ends)
     return spec
 
 
+def _segment_args(n: int, segment_ends: tuple[int, ...]):
+    if len(segment_ends) >= MAX_SEGMENTS:
+        raise ValueError(f"segment_ends: at most {MAX_SEGMENTS - 1} ends ({MAX_SEGMENTS} "
+                         f"segments); got {segment_ends}")
+    ends = (*segment_ends, n, n)
+    return ((("SEG_END0", _int(ends[0])), ("SEG_END1", _int(ends[1]))),
+            ("SEGMENTS", len(segment_ends) + 1))
+
+
 def _build_gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, has_bias: bool,
-                            use_tma: bool) -> GemmLaunchSpec:
+                            use_tma: bool, segment_ends: tuple[int, ...] = ()) -> GemmLaunchSpec:
     if config.swap_ab and not use_tma:
         config = replace(config, swap_ab=False, block_m=SWAP_FALLBACK_BLOCK_M)
+    seg_ends, segments = _segment_args(n, segment_ends)
     tiles = triton_cdiv(m, config.block_m) * triton_cdiv(n, config.block_n)
     workspace = config.use_workspace
     fused_fixup = workspace and config.fused_fixup
@@ -154,7 +170,7 @@ def _build_gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, has_bi
             ("counters_ptr", _tensor(counters)), ("bias_ptr", _tensor(bias)),
             ("a_scale_ptr", _tensor("a_scale")), ("b_scale_ptr", _tensor("b_scale")),
             ("M", _int(m)), ("N", _int(n)), ("K", _int(k)),
-            ("K_CHUNK", _int(config.k_chunk(k))))
+            ("K_CHUNK", _int(config.k_chunk(k))), *seg_ends)
     strides = (("stride_ps", _stride(partials, 0) if workspace else _int(0)),
                ("stride_pm", _stride(partials, -2)), ("stride_pn", _stride(partials, -1)),
                ("stride_om", _stride("out", 0)), ("stride_on", _stride("out", 1)))
@@ -162,7 +178,7 @@ def _build_gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, has_bi
               ("WRITE_PARTIALS", workspace), ("FUSED_FIXUP", fused_fixup),
               ("BLOCK_M", config.block_m), ("BLOCK_N", config.block_n),
               ("BLOCK_K", config.block_k), ("GROUP_M", config.group_m),
-              ("USE_PDL", config.use_pdl), ("PROMOTE_K", config.promote_k))
+              ("USE_PDL", config.use_pdl), ("PROMOTE_K", config.promote_k), segments)
     options = (("num_warps", config.num_warps), ("num_stages", config.num_stages),
                ("launch_pdl", config.use_pdl), *GEMM_KERNEL_OPTIONS.items())
     grid = (tiles, config.split_k if workspace else 1)
@@ -187,8 +203,9 @@ def _build_gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, has_bi
             (triton_cdiv(m, REDUCE_BLOCK_M), triton_cdiv(n, REDUCE_BLOCK_N)),
             (("partials_ptr", _tensor("partials")), ("out_ptr", _tensor("out")),
              ("bias_ptr", _tensor(bias)), ("a_scale_ptr", _tensor("a_scale")),
-             ("b_scale_ptr", _tensor("b_scale")), ("M", _int(m)), ("N", _int(n)), *strides),
-            (("HAS_BIAS", has_bias), ("SPLIT_K", config.split_k),
+             ("b_scale_ptr", _tensor("b_scale")), ("M", _int(m)), ("N", _int(n)), *seg_ends,
+             *strides),
+            (("HAS_BIAS", has_bias), ("SPLIT_K", config.split_k), segments,
              ("BLOCK_M", REDUCE_BLOCK_M), ("BLOCK_N", REDUCE_BLOCK_N)),
             tuple(GEMM_KERNEL_OPTIONS.items())))
     return GemmLaunchSpec(calls=tuple(calls),

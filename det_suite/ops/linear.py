@@ -10,6 +10,7 @@ cast, so a NaN anywhere in row i makes every output of row i NaN and touches no 
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -17,9 +18,10 @@ from functools import lru_cache
 import torch
 
 from det_suite.ops.launch import launch_fp8_gemm, launch_quantize
+from det_suite.ops.launch_spec import MAX_SEGMENTS
 from det_suite.ops.validation import (ACTIVATION_DTYPES, FP8_DTYPE, WeightLayout, require_dtype,
                                       require_same_device, require_tensor, resolve_weight,
-                                      validate_scale)
+                                      validate_scale, validate_scale_vector)
 from det_suite.platform.family import device_family
 from det_suite.policy import LaunchConfig, TilePolicy, shipped_policy, validate_stages
 
@@ -77,13 +79,13 @@ class _GemmPlan:
 
 def _plan_gemm(m: int, k: int, device_tensors: dict, weight, weight_scale, bias, *,
                weight_layout: WeightLayout, num_stages: int | None, policy: TilePolicy | None,
-               config: LaunchConfig | None) -> _GemmPlan:
+               config: LaunchConfig | None, check_scale=validate_scale) -> _GemmPlan:
     """Every check on the weight side of a GEMM, done before anything launches."""
     if k == 0:
         raise ValueError("K must be >= 1: x's last dimension is 0")
     b_kn = resolve_weight(weight, k, weight_layout)
     n = b_kn.shape[1]
-    weight_scale = validate_scale(weight_scale, "weight_scale")
+    weight_scale = check_scale(weight_scale, "weight_scale")
     if bias is not None:
         bias = require_tensor(bias, "bias")
         require_dtype(bias, "bias", ACTIVATION_DTYPES + (torch.float32,))
@@ -126,6 +128,72 @@ def fp8_scaled_mm(a: torch.Tensor, weight: torch.Tensor, a_scale: torch.Tensor,
     if plan.config is None:
         return out
     return launch_fp8_gemm(a, plan.b_kn, a_scale, plan.weight_scale, plan.bias, out, plan.config)
+
+
+def fp8_scaled_mm_segmented(a: torch.Tensor, weight: torch.Tensor, a_scales: torch.Tensor,
+                            weight_scales: torch.Tensor, segments: tuple[int, ...],
+                            bias: torch.Tensor | None = None, *,
+                            out_dtype: torch.dtype = torch.bfloat16,
+                            num_stages: int | None = None, policy: TilePolicy | None = None,
+                            config: LaunchConfig | None = None) -> torch.Tensor:
+    """Several FP8 GEMMs over one K as one launch: columns are cut into segments of
+    `segments` widths (2 or 3, summing to N), and segment s is
+    `fp8_scaled_mm(a[s], weight[its rows], a_scales[s], weight_scales[s], bias[its columns])`.
+
+    a (S, M, K) float8_e4m3fn, rows contiguous across segments (one buffer, as
+    `rms_norm_quantized_stacked` writes it); weight [N, K] (the segments' weights stacked
+    in one buffer); a_scales, weight_scales float32 (S,). Returns (M, N) `out_dtype`.
+
+    A decoder layer's q/k/v (or gate/up) read one input quantized with a scale each: one
+    launch fills the GPU where three narrow ones do not. Same bits as separate GEMMs run
+    with this shape's reduction schedule: the schedule is chosen for the stacked (N, K),
+    like any GEMM's, and never depends on M. Every segment width must be a multiple of
+    each tile's BLOCK_N the policy may choose for (N, K) (`segments_fit`), so a tile reads
+    one segment's activation.
+    """
+    a = require_tensor(a, "a")
+    require_dtype(a, "a", (FP8_DTYPE,))
+    segments = tuple(segments)
+    if not 2 <= len(segments) <= MAX_SEGMENTS or any(
+            not isinstance(w, int) or isinstance(w, bool) or w < 1 for w in segments):
+        raise ValueError(f"segments must be 2 to {MAX_SEGMENTS} positive int widths; got "
+                         f"{segments}")
+    if a.dim() != 3 or a.shape[0] != len(segments):
+        raise ValueError(f"a must be ({len(segments)}, M, K), one activation per segment; got "
+                         f"shape {tuple(a.shape)}")
+    if out_dtype not in ACTIVATION_DTYPES:
+        raise TypeError(f"out_dtype must be bfloat16 or float16; got {out_dtype}")
+    s, m, k = a.shape
+    if m > 1 and a.stride(1) != k * a.stride(2) or m and a.stride(0) != m * a.stride(1):
+        raise ValueError(f"a's segments must be one buffer of stacked rows (strides "
+                         f"(M * K, K, 1)); got strides {a.stride()}")
+    a_scales = validate_scale_vector(a_scales, "a_scales", s)
+    plan = _plan_gemm(m, k, {"a": a, "a_scales": a_scales}, weight, weight_scales, bias,
+                      weight_layout="nk", num_stages=num_stages, policy=policy, config=config,
+                      check_scale=lambda t, _: validate_scale_vector(t, "weight_scales", s))
+    if sum(segments) != plan.n:
+        raise ValueError(f"segments {segments} must sum to the weight's N = {plan.n}")
+    ends = tuple(itertools.accumulate(segments))[:-1]
+    out = torch.empty((m, plan.n), dtype=out_dtype, device=a.device)
+    if plan.config is None:
+        return out
+    if any(end % plan.config.block_n for end in ends):
+        raise ValueError(f"segments {segments}: every segment must end on a multiple of the "
+                         f"tile's BLOCK_N {plan.config.block_n} (see segments_fit)")
+    return launch_fp8_gemm(a.reshape(s * m, k), plan.b_kn, a_scales, plan.weight_scale,
+                           plan.bias, out, plan.config, segment_ends=ends)
+
+
+def segments_fit(segments: tuple[int, ...], k: int, device: torch.device,
+                 policy: TilePolicy | None = None) -> bool:
+    """Whether `fp8_scaled_mm_segmented` can run these segment widths at every M on
+    `device`: each segment ends on a multiple of every tile's BLOCK_N the policy serves
+    the stacked (N, K) with."""
+    if not 2 <= len(segments) <= MAX_SEGMENTS:
+        return False
+    widths = {c.block_n for c in _policy_for(device, policy).entry(sum(segments), k).variants()}
+    ends = tuple(itertools.accumulate(segments))[:-1]
+    return all(end % w == 0 for end in ends for w in widths)
 
 
 def fp8_linear(x: torch.Tensor, weight: torch.Tensor, weight_scale: torch.Tensor,

@@ -66,6 +66,26 @@ def validate_scale(scale, name: str) -> torch.Tensor:
     return scale.reshape(1)
 
 
+def validate_scale_vector(scales, name: str, count: int) -> torch.Tensor:
+    """`count` per-tensor scales in one float32 (count,) contiguous tensor (a segmented
+    GEMM's, one per segment): each finite and > 0. Checked once per tensor version, like
+    `validate_scale`, so a CUDA Graph replay never syncs."""
+    scales = require_tensor(scales, name)
+    require_dtype(scales, name, (torch.float32,))
+    if scales.dim() != 1 or scales.shape[0] != count or scales.stride(0) != 1:
+        raise ValueError(f"{name} must be a contiguous ({count},) tensor, one scale per "
+                         f"segment; got shape {tuple(scales.shape)}")
+    if getattr(scales, _CHECKED_VERSION_ATTR, None) != scales._version:
+        if scales.is_cuda and torch.cuda.is_current_stream_capturing():
+            raise ValueError(f"{name} was not validated before CUDA Graph capture; run the op "
+                             "once eagerly (warm-up) before capturing")
+        values = scales.tolist()
+        if not all(math.isfinite(v) and v > 0.0 for v in values):
+            raise ValueError(f"{name} must all be finite and positive; got {values}")
+        setattr(scales, _CHECKED_VERSION_ATTR, scales._version)
+    return scales
+
+
 def resolve_weight(weight, k: int, layout: WeightLayout = "auto") -> torch.Tensor:
     """Return the weight as a (K, N) view whatever its layout.
 

@@ -19,6 +19,16 @@ every CPU run (library, CLI, pytest) gets the same numerics and no caller has to
    returns the NaN. The replacement uses np.fmax / np.fmin, so a kernel that lets NaN
    through a clamp only on the CPU is caught on the CPU.
 
+And one the interpreter lacks altogether: libdevice (`triton.language.extra.libdevice`), an
+extern library it cannot call. `libdevice.exp` on fp32 (CUDA's accurate expf, which torch's
+CUDA kernels call, e.g. in silu) is evaluated as exp in float64 rounded once to fp32: the
+correctly rounded expf. That is the one numeric here that is not the GPU's bit for bit:
+CUDA's expf is within 2 ulp of it (its core is the `ex2.approx` instruction, which no CPU
+reproduces), so a CPU run checks a kernel's arithmetic around the exp, and a GPU test its
+exp. torch's CPU silu (Sleef's exp in its AVX2 kernels, glibc's in the default ones and in
+every scalar tail) agrees with it after rounding to bf16/fp16 for every bf16 and fp16 input;
+numpy's fp32 exp does not (three fp16 inputs, e.g. -0.7138671875), hence float64.
+
 tl.dot in detail:
 
 Triton 3.6's interpreter evaluates `tl.dot(a, b, acc)` as `acc + np.matmul(a, b)`, and numpy
@@ -36,7 +46,9 @@ a plain ordered sum, identical for every BLOCK_M. Everything the kernel's schedu
 grouping of the sum, so the positive control still differs. It is also faster than numpy's
 cast-then-matmul for tiles of 64+ rows.
 
-Only the interpreter's builder is touched, so compiled (GPU) kernels are unaffected.
+Only the interpreter's builder and libdevice's stub module (which compiled kernels never
+call: compiling resolves it to the CUDA library) are touched, so compiled (GPU) kernels are
+unaffected.
 """
 
 from __future__ import annotations
@@ -88,6 +100,30 @@ def install() -> None:
         for name, replacement in replacements.items():
             _originals[name] = getattr(cls, name)
             setattr(cls, name, replacement)
+        _install_libdevice()
+
+
+def _install_libdevice() -> None:
+    # The stubs are resolved to the CUDA library only when a kernel is compiled; an
+    # interpreted kernel calls the stub itself, whose body is `...`.
+    from triton.language.extra import libdevice
+
+    _originals["libdevice.exp"] = libdevice.exp
+    libdevice.exp = _libdevice_exp
+
+
+def _libdevice_exp(arg0, _semantic=None):
+    """libdevice's expf, correctly rounded (see the module docstring)."""
+    from triton.runtime import interpreter
+
+    tl = interpreter.tl
+    if not isinstance(arg0, tl.tensor) or arg0.dtype != tl.float32:
+        raise NotImplementedError("det-suite's interpreter evaluates libdevice.exp on fp32 "
+                                  f"tensors only; got {arg0!r}")
+    # Overflow to inf and underflow to 0 are expf's results too: nothing to warn about.
+    with np.errstate(over="ignore", under="ignore"):
+        data = np.exp(np.asarray(arg0.handle.data, dtype=np.float64)).astype(np.float32)
+    return tl.tensor(interpreter.TensorHandle(data, tl.float32), arg0.type)
 
 
 def _ordered_product(a: np.ndarray, b: np.ndarray, dtype) -> np.ndarray:

@@ -6,15 +6,23 @@ the same position inside a prefill; a request's rows are unchanged when batched 
 other requests of other lengths, in any order. The cache starts full of NaN, so a key read
 past a request's own positions would poison its rows. Positive control: the same kernels
 with their KV tile chosen by the call (what a split-KV decode with its own tiles does),
-which the chunking and decode comparisons must flag. Contexts past one attention segment
-and the decode call's split shape: `test_bi_attention_split.py`.
+which the chunking and decode comparisons must flag. With out_scale, the output quantized
+for the o projection is byte for byte `quantize_fp8` of the unquantized output, from both
+launch shapes, NaN included, and the instruction lint compiles those launches as they are
+made (skipping them on a target without e4m3). Contexts past one attention segment and the decode call's
+split shape: `test_bi_attention_split.py`.
 """
 
 import pytest
 import torch
 
-from det_suite.ops import run_kernel
+from det_suite.kernels import registry
+from det_suite.lint import op_kernels, specialize
+from det_suite.lint.ptx_instructions import MmaInstruction
+from det_suite.lint.worker import CompileOutcome
+from det_suite.ops import quantize_fp8, run_kernel
 from det_suite.ops.batch_invariant import paged_attention, write_kv
+from test_policy_lint import _recorded_job, _Recorder  # tests/unit is on sys.path
 
 HQ, HKV, D = 4, 2, 16
 SCALE = D ** -0.5
@@ -50,7 +58,7 @@ def _tokens(n, seed, device):
     return q, k, v
 
 
-def attend(cache, calls, device, launcher=run_kernel):
+def attend(cache, calls, device, launcher=run_kernel, out_scale=None):
     """One paged_attention call over [(request, context, q rows)]; outputs per request."""
     q = torch.cat([rows for _r, _ctx, rows in calls])
     starts = [0]
@@ -58,7 +66,7 @@ def attend(cache, calls, device, launcher=run_kernel):
         starts.append(starts[-1] + rows.shape[0])
     out = paged_attention(q, cache.k, cache.v, cache.tables[[r for r, _c, _q in calls]],
                           _i32([ctx for _r, ctx, _q in calls], device), _i32(starts, device),
-                          SCALE, launcher=launcher)
+                          SCALE, out_scale=out_scale, launcher=launcher)
     return [out[a:b] for a, b in zip(starts, starts[1:])]
 
 
@@ -169,6 +177,125 @@ def test_control_with_kv_tile_by_call_is_flagged(seq, device, compare):
         assert not torch.equal(whole[-DECODE_STEPS:], other)
 
 
+# ------------------------------------------------------------------ quantized for o_proj
+
+# 0.0037: outputs past 1.66 in magnitude saturate at 448, the rest round on e4m3's grid
+# (a scale that is no power of two, so the division rounds too).
+OUT_SCALE = 0.0037
+TILE_KERNEL = ["bi_paged_attention_kernel"]
+SPLIT_KERNELS = ["bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel"]
+
+
+def _recording(kernels):
+    """A launcher that runs each launch and records its kernel's name."""
+    def launch(kernel, call, args, keywords):
+        kernels.append(call.kernel)
+        return run_kernel(kernel, call, args, keywords)
+    return launch
+
+
+@pytest.fixture
+def two_requests(seq, device):
+    """Request 0 the sequence, request 1 another of 20 tokens, both wholly in the cache."""
+    other = _tokens(20, 3, device)
+    cache = PagedCache(2, device)
+    for r, (_q, k, v) in enumerate([seq, other]):
+        cache.write(r, 0, k, v)
+    return cache, other
+
+
+# Per call shape: its [(request, context, q rows)] from (sequence, other), and its kernels.
+CALL_SHAPES = {
+    "prefill": (lambda q, o: [(0, 60, q[60:]), (1, 0, o[:20])], TILE_KERNEL),
+    "decode": (lambda q, o: [(0, 89, q[89:90]), (1, 12, o[12:13])], SPLIT_KERNELS),
+}
+
+
+def _bytes(t):
+    return t.view(torch.uint8)  # NaN compares equal to itself as bytes
+
+
+@pytest.mark.parametrize("shape", list(CALL_SHAPES))
+def test_quantized_output_is_quantize_fp8_of_the_output(seq, two_requests, device, shape):
+    cache, other = two_requests
+    make_calls, expected_kernels = CALL_SHAPES[shape]
+    calls = make_calls(seq[0], other[0])
+    out_scale = torch.tensor([OUT_SCALE], device=device)
+    plain = torch.cat(attend(cache, calls, device))
+    kernels = []
+    quantized = torch.cat(attend(cache, calls, device, _recording(kernels), out_scale))
+    assert kernels == expected_kernels  # no quantization launch after them
+    assert quantized.dtype == torch.float8_e4m3fn
+    assert torch.equal(_bytes(quantized),
+                       _bytes(quantize_fp8(plain.reshape(plain.shape[0], -1), out_scale)))
+
+
+@pytest.mark.filterwarnings("ignore:All-NaN slice:RuntimeWarning")  # the interpreter's max
+@pytest.mark.parametrize("shape", list(CALL_SHAPES))
+def test_quantized_nan_row_stays_nan(seq, two_requests, device, shape):
+    """A NaN query row of one head gives that row's head NaN (e4m3's NaN), nothing else."""
+    cache, other = two_requests
+    make_calls, _kernels = CALL_SHAPES[shape]
+    q = seq[0].clone()
+    q[89, 1, 3] = float("nan")  # the last query of request 0 in either shape, head 1
+    calls = make_calls(q, other[0])
+    out_scale = torch.tensor([OUT_SCALE], device=device)
+    plain = torch.cat(attend(cache, calls, device))
+    quantized = torch.cat(attend(cache, calls, device, out_scale=out_scale))
+    nan = quantized.float().isnan().reshape(plain.shape)
+    row = calls[0][2].shape[0] - 1
+    assert nan[row, 1].all() and int(nan.sum()) == D
+    assert torch.equal(_bytes(quantized),
+                       _bytes(quantize_fp8(plain.reshape(plain.shape[0], -1), out_scale)))
+
+
+# ------------------------------------------------------------------ the lint's FP8-output launches
+
+@pytest.mark.parametrize("call", op_kernels.ATTENTION_CALLS,
+                         ids=["T={} R={} page={}".format(*c) for c in op_kernels.ATTENTION_CALLS])
+def test_lint_compiles_the_quantized_launches_as_the_op_makes_them(call):
+    """The instruction lint's "fp8-out" launches are the ones a call with out_scale makes."""
+    tokens, requests, page = call
+    heads, dim = op_kernels.Q_HEADS, op_kernels.HEAD_DIM
+    cache = torch.empty(op_kernels.CACHE_BLOCKS, page, op_kernels.KV_HEADS, dim,
+                        dtype=torch.bfloat16)
+    recorder = _Recorder()
+    paged_attention(torch.empty(tokens, heads, dim, dtype=torch.bfloat16), cache, cache,
+                    torch.zeros(requests, op_kernels.MAX_BLOCKS, dtype=torch.int32),
+                    torch.zeros(requests, dtype=torch.int32),
+                    torch.linspace(0, tokens, requests + 1).to(torch.int32), dim ** -0.5,
+                    out_scale=torch.ones(1), launcher=recorder)
+    label = "T={} R={} page={} fp8-out".format(*call)
+    for recorded in recorder.calls:
+        kernel = recorded[1].kernel
+        linted = dict(op_kernels.op_kernel_launches(kernel))[label]
+        assert _recorded_job(recorded) == specialize(linted, registry.entry(kernel).module,
+                                                     kernel, 90)
+
+
+UNSUPPORTED = CompileOutcome(ok=False, instructions=[],
+                             error="type fp8e4nv not supported in this architecture")
+MMA_SYNC = MmaInstruction(family="mma.sync", opcode="mma.sync.aligned.m16n8k16.f32.bf16",
+                          m=16, n=8, k_step=16, a_type="bf16", b_type="bf16", acc_type="f32")
+
+
+@pytest.mark.parametrize("unsupported, status", [("fp8-out", "ok"), ("every", "violation")],
+                         ids=["fp8-out-launches", "every-launch"])
+def test_lint_skips_launches_a_pre_fp8_target_cannot_compile(unsupported, status):
+    """On sm_80 (no e4m3) the FP8-output launches cannot compile, and no FP8 linear runs
+    there to take them: reported, not linted. A kernel none of whose launches compile is
+    still a violation."""
+    kernel = registry.entry("bi_paged_attention_kernel")
+    jobs = op_kernels.op_kernel_jobs(kernel, 80)
+    outcomes = {job.key: UNSUPPORTED if unsupported == "every" or label.endswith(" fp8-out")
+                else CompileOutcome(ok=True, instructions=[MMA_SYNC]) for label, job in jobs}
+    result, violations = op_kernels.lint_op_kernel(kernel, 80, outcomes)
+    assert (result.status, bool(violations)) == (status, status == "violation")
+    if status == "ok":
+        fp8_out = sum(label.endswith(" fp8-out") for label, _job in jobs)
+        assert result.summary.endswith(f"({fp8_out} launches unsupported here)")
+
+
 # ------------------------------------------------------------------ bad input
 
 def _call(**change):
@@ -192,8 +319,14 @@ def _call(**change):
     (_call(block_tables=_i32([[0, 9]], "cpu"), context_lens=_i32([10], "cpu")), ValueError,
      "outside 0..3"),
     (_call(scale=0.0), ValueError, "scale must be"),
+    (_call(out_scale=0.5), TypeError, "out_scale must be a torch.Tensor"),
+    (_call(out_scale=torch.ones(1, dtype=torch.bfloat16)), TypeError,
+     "out_scale must have dtype float32"),
+    (_call(out_scale=torch.ones(2)), ValueError, "out_scale must hold exactly one element"),
+    (_call(out_scale=torch.zeros(1)), ValueError, "out_scale must be finite and positive"),
 ], ids=["q-dtype", "cache-dtype", "gqa-heads", "head-dim", "index-dtype", "query-starts",
-        "too-few-blocks", "block-out-of-range", "scale"])
+        "too-few-blocks", "block-out-of-range", "scale", "out-scale-not-a-tensor",
+        "out-scale-dtype", "out-scale-two-elements", "out-scale-zero"])
 def test_bad_input_names_the_argument(call, error, match):
     with pytest.raises(error, match=match):
         call()

@@ -8,7 +8,9 @@ equals one prefill; a request's rows do not depend on the rest of the call (othe
 other launch shape); nothing outside a row's own K/V reaches it (NaN in unwritten cache
 slots and in the workspace, a wider block table). Then accuracy against fp32 attention.
 Positive control: a tile kernel that cuts segments elsewhere, which the decode comparison
-must flag. The GPU tests repeat the invariances at Qwen3-8B's head shapes, contexts 1..2100.
+must flag. With out_scale (the output quantized for the o projection) both shapes return
+`quantize_fp8` of their output byte for byte, past a segment too. The GPU tests repeat the
+invariances and the quantization at Qwen3-8B's head shapes, contexts 1..2100.
 """
 
 import functools
@@ -16,7 +18,7 @@ import functools
 import pytest
 import torch
 
-from det_suite.ops import run_kernel
+from det_suite.ops import quantize_fp8, run_kernel
 from det_suite.ops.batch_invariant import ATTENTION_TILE, paged_attention, write_kv
 
 SEG = ATTENTION_TILE["SEGMENT"]
@@ -58,7 +60,7 @@ class Cache:
         slots = self.tables[r, pos // self.page].long() * self.page + pos % self.page
         write_kv(k, v, self.k, self.v, slots)
 
-    def attend(self, calls, launcher=run_kernel, tables=None):
+    def attend(self, calls, launcher=run_kernel, tables=None, out_scale=None):
         """One paged_attention call over [(request, context, q rows)]; outputs per entry."""
         device = self.k.device
         q = torch.cat([rows for _r, _ctx, rows in calls])
@@ -68,7 +70,8 @@ class Cache:
         tables = self.tables if tables is None else tables
         out = paged_attention(q, self.k, self.v, tables[[r for r, _c, _q in calls]],
                               _i32([ctx for _r, ctx, _q in calls], device),
-                              _i32(starts, device), self.heads[2] ** -0.5, launcher=launcher)
+                              _i32(starts, device), self.heads[2] ** -0.5,
+                              out_scale=out_scale, launcher=launcher)
         return [out[a:b] for a, b in zip(starts, starts[1:])]
 
 
@@ -258,6 +261,30 @@ def test_control_tile_kernel_cutting_other_segments_is_flagged(prefilled):
     assert not torch.equal(rows[-1], decode(cache, seq, P))
 
 
+# ------------------------------------------------------------------ quantized for o_proj
+
+OUT_SCALE = 0.0037  # saturates outputs past 1.66 in magnitude, rounds the rest
+
+
+def _quantized(rows, out_scale):
+    """quantize_fp8 of (T, Hq, D) rows as the o projection sees them, as bytes."""
+    return quantize_fp8(rows.reshape(rows.shape[0], -1), out_scale).view(torch.uint8)
+
+
+@pytest.mark.parametrize("shape", ["prefill-chunk", "decode"])
+def test_quantized_output_past_a_segment_is_quantize_fp8_of_the_output(prefilled, shape):
+    """Queries at positions in the third segment: the tile kernel merges three segments in
+    registers, the split shape's combine merges three from the workspace, then each
+    quantizes as it stores."""
+    seq, cache, whole, _kernels = prefilled
+    start = P - 9 if shape == "prefill-chunk" else P
+    out_scale = torch.tensor([OUT_SCALE], device=whole.device)
+    recorder = Recorder()
+    (rows,) = cache.attend([(0, start, seq[0][start:P + 1])], recorder, out_scale=out_scale)
+    assert recorder.kernels == (TILE_KERNEL if shape == "prefill-chunk" else SPLIT_KERNELS)
+    assert torch.equal(rows.view(torch.uint8), _quantized(whole[start:P + 1], out_scale))
+
+
 # ------------------------------------------------------------------ GPU, Qwen3-8B heads
 
 QWEN3_8B = (32, 8, 128)
@@ -311,22 +338,24 @@ def test_gpu_control_tile_kernel_cutting_other_segments_is_flagged(gpu_prefilled
     assert not torch.equal(halved[SEG // 2:], whole[SEG // 2:])
 
 
-@pytest.mark.gpu
-@pytest.mark.graph
-def test_gpu_graph_replay_of_a_split_decode_equals_the_prefill(gpu_prefilled):
+GRAPH_POSITIONS = [SEG - 1, SEG, 2 * SEG + 5, GPU_LEN - 1]
+
+
+def _graph_decode(gpu_prefilled, out_scale=None):
     """A decode call captured in a CUDA graph (the workspace allocated inside the capture),
-    replayed at contexts on both sides of segment boundaries."""
-    seq, cache, whole, _kernels = gpu_prefilled
-    positions = [SEG - 1, SEG, 2 * SEG + 5, GPU_LEN - 1]
+    replayed at GRAPH_POSITIONS; its output."""
+    seq, cache, _whole, _kernels = gpu_prefilled
+    positions = GRAPH_POSITIONS
     q = torch.zeros(len(positions), *seq[0].shape[1:], dtype=seq[0].dtype, device="cuda")
     ctx = torch.zeros(len(positions), dtype=torch.int32, device="cuda")
     tables = cache.tables.expand(len(positions), -1).contiguous()
     starts = torch.arange(len(positions) + 1, dtype=torch.int32, device="cuda")
 
     def step():
-        return paged_attention(q, cache.k, cache.v, tables, ctx, starts, QWEN3_8B[2] ** -0.5)
+        return paged_attention(q, cache.k, cache.v, tables, ctx, starts, QWEN3_8B[2] ** -0.5,
+                               out_scale=out_scale)
 
-    step()  # compile before capture
+    step()  # compile (and validate out_scale) before capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
@@ -335,4 +364,39 @@ def test_gpu_graph_replay_of_a_split_decode_equals_the_prefill(gpu_prefilled):
     ctx.copy_(torch.tensor(positions, dtype=torch.int32))
     graph.replay()
     torch.cuda.synchronize()
-    assert torch.equal(out, whole[positions])
+    return out
+
+
+@pytest.mark.gpu
+@pytest.mark.graph
+def test_gpu_graph_replay_of_a_split_decode_equals_the_prefill(gpu_prefilled):
+    """Replayed at contexts on both sides of segment boundaries."""
+    whole = gpu_prefilled[2]
+    assert torch.equal(_graph_decode(gpu_prefilled), whole[GRAPH_POSITIONS])
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("shape", ["prefill", "decode-of-every-context"])
+def test_gpu_quantized_output_is_quantize_fp8_of_the_output(gpu_prefilled, shape):
+    """The whole sequence as one prefill (tile kernel), or as 2100 decode requests in one
+    call (split shape): byte for byte quantize_fp8 of the prefill's output."""
+    seq, cache, whole, _kernels = gpu_prefilled
+    out_scale = torch.tensor([OUT_SCALE], device="cuda")
+    recorder = Recorder()
+    if shape == "prefill":
+        rows = cache.attend([(0, 0, seq[0])], recorder, out_scale=out_scale)
+    else:
+        rows = cache.attend([(p, p, seq[0][p:p + 1]) for p in range(GPU_LEN)], recorder,
+                            cache.tables.expand(GPU_LEN, -1), out_scale=out_scale)
+    assert recorder.kernels == (TILE_KERNEL if shape == "prefill" else SPLIT_KERNELS)
+    assert torch.equal(torch.cat(rows).view(torch.uint8), _quantized(whole, out_scale))
+
+
+@pytest.mark.gpu
+@pytest.mark.graph
+def test_gpu_graph_replay_of_a_quantized_split_decode(gpu_prefilled):
+    whole = gpu_prefilled[2]
+    out_scale = torch.tensor([OUT_SCALE], device="cuda")
+    quantized = _graph_decode(gpu_prefilled, out_scale)
+    assert torch.equal(quantized.view(torch.uint8),
+                       _quantized(whole[GRAPH_POSITIONS], out_scale))

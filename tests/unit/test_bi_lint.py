@@ -11,7 +11,8 @@ from det_suite.lint.jobs import CompileJob
 from det_suite.lint.ptx_instructions import MmaInstruction
 from det_suite.lint.worker import CompileOutcome
 from det_suite.ops.batch_invariant import bf16_linear, log_softmax, paged_attention, rms_norm
-from det_suite.ops.quantized_inputs import mul_quantized, rms_norm_quantized
+from det_suite.ops.quantized_inputs import (add_rms_norm_quantized_stacked, mul_quantized,
+                                            rms_norm_quantized, silu_mul_quantized)
 from test_policy_lint import _recorded_job, _Recorder  # tests/unit is on sys.path (rootdir-relative imports)
 
 
@@ -68,6 +69,35 @@ def test_lint_launch_mirrors_the_op(name, shape):
         launches = dict(op_kernels.op_kernel_launches(kernel))
         assert _recorded_job(recorded) == specialize(launches[label],
                                                      registry.entry(kernel).module, kernel, 90)
+
+
+@pytest.mark.parametrize("m", op_kernels.ROW_COUNTS, ids=lambda m: f"M={m}")
+def test_lint_launch_mirrors_the_residual_add_norm(m):
+    """The norm feeding FP8 linears with the residual add before it: its own launches."""
+    rows = torch.empty(m, H, dtype=torch.bfloat16)
+    (recorded,) = _record(lambda launcher: add_rms_norm_quantized_stacked(
+        rows, torch.empty_like(rows), torch.empty(H, dtype=torch.bfloat16), 1e-6,
+        [torch.ones(1) for _ in range(3)], launcher=launcher))
+    kernel = "bi_rmsnorm_quantize_kernel"
+    launches = dict(op_kernels.op_kernel_launches(kernel))
+    assert recorded[0] is registry.kernel(kernel)
+    assert _recorded_job(recorded) == specialize(launches[f"M={m} residual"],
+                                                 registry.entry(kernel).module, kernel, 90)
+
+
+@pytest.mark.parametrize("m", op_kernels.ROW_COUNTS, ids=lambda m: f"M={m}")
+def test_lint_launch_mirrors_the_silu_product(m):
+    """silu(gate) * up quantized, gate and up the halves of one gate|up GEMM output: the
+    model's MLP launch, its own launches (the last one linted)."""
+    gate_up = torch.empty(m, 2 * H, dtype=torch.bfloat16)
+    (recorded,) = _record(lambda launcher: silu_mul_quantized(
+        gate_up[:, :H], gate_up[:, H:], torch.ones(1), launcher=launcher))
+    kernel = "bi_mul_quantize_kernel"
+    launches = dict(op_kernels.op_kernel_launches(kernel))
+    assert recorded[0] is registry.kernel(kernel)
+    assert _recorded_job(recorded) == specialize(launches[f"M={m} silu"],
+                                                 registry.entry(kernel).module, kernel, 90)
+    assert op_kernels.op_kernel_launches(kernel)[-1][0] == f"M={op_kernels.ROW_COUNTS[-1]} silu"
 
 
 @pytest.mark.parametrize("shape, kernels", [

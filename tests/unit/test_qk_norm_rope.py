@@ -108,6 +108,17 @@ def test_matches_the_unfused_sequence(device, dtype, tokens, heads, head_dim):
     assert _same_results(_run(qk_norm_rope_write, inputs), _run(_unfused, inputs))
 
 
+def test_column_views_of_one_fused_projection_give_the_contiguous_bits(device):
+    """q, k and v as column views of one (T, (Hq + 2 Hkv) * D) q/k/v projection output (the
+    det engine's segmented GEMM) give the bytes their contiguous copies give."""
+    inputs = _inputs(3, 4, 2, 16, torch.bfloat16, device, seed=11)
+    fused = torch.cat([inputs[name].flatten(1) for name in ("q", "k", "v")], dim=1)
+    q, k, v = fused.split([4 * 16, 2 * 16, 2 * 16], dim=1)
+    views = dict(inputs, q=q.view(3, 4, 16), k=k.view(3, 2, 16), v=v.view(3, 2, 16))
+    assert not views["q"].is_contiguous()
+    assert _same_results(_run(qk_norm_rope_write, views), _run(qk_norm_rope_write, inputs))
+
+
 SUBSETS = {"one-token": slice(2, 3), "middle": slice(1, 4), "prefix": slice(0, 3)}
 
 
@@ -254,6 +265,11 @@ def _strided(t):
     return t.transpose(0, 1).contiguous().transpose(0, 1)
 
 
+def _strided_last(t):
+    """t's values in a tensor of t's shape whose last dimension is not contiguous."""
+    return t.transpose(-1, -2).contiguous().transpose(-1, -2)
+
+
 BAD_INPUT = {
     "q-not-a-tensor": (_bad(q=lambda i: i["q"].tolist()), TypeError, "q must be a torch.Tensor"),
     "q-fp32": (_bad(q=lambda i: i["q"].float()), TypeError, "q must have dtype bfloat16"),
@@ -264,7 +280,8 @@ BAD_INPUT = {
                  r"k must be \(T, Hkv, D\) = \(2, 2, 16\)"),
     "odd-head-dim": (_bad(**{n: (lambda i, n=n: i[n][..., :15]) for n in ("q", "k", "v")}),
                      ValueError, "head_dim .* must be even"),
-    "q-strided": (_bad(q=lambda i: _strided(i["q"])), ValueError, "q must be contiguous"),
+    "q-strided": (_bad(q=lambda i: _strided_last(i["q"])), ValueError,
+                  "q must be contiguous along its last dimension"),
     "q-weight-shape": (_bad(q_weight=lambda i: i["q_weight"][:8]), ValueError,
                        r"q_weight must be \(D,\)"),
     "k-weight-dtype": (_bad(k_weight=lambda i: i["k_weight"].float()), TypeError,

@@ -152,17 +152,20 @@ class Engine:
                         cached=len(cached_pages) * self.page_size)
 
     def _decode(self, seqs: list[Sequence]) -> None:
-        """One token for each of `seqs`: through a captured graph when one is large enough
-        (one upload, one download, no per-step tensors), else eagerly like prefill."""
+        """Tokens for each of `seqs`: through a captured graph when one is large enough, as
+        many steps as the batch keeps its rows (until its first sequence finishes) in one
+        run (one upload, one download, no wait between steps), else one step eagerly like
+        prefill."""
         if self.graphs is None or self.graphs.size_for(len(seqs)) is None:
             self._run(build_step(decode_chunks(seqs), self.page_size, self.device))
             return
-        tokens, values = self.graphs.decode(seqs)
-        self.forward_calls += 1
-        for seq, token, value in zip(seqs, tokens, values):
-            seq.computed = seq.length           # the last token's K/V is now written
-            seq.output.append(token)
-            seq.logprobs.append(value)
+        steps = min(seq.max_new_tokens - len(seq.output) for seq in seqs)
+        for tokens, values in self.graphs.decode(seqs, steps):
+            self.forward_calls += 1
+            for seq, token, value in zip(seqs, tokens, values):
+                seq.computed = seq.length           # the last token's K/V is now written
+                seq.output.append(token)
+                seq.logprobs.append(value)
 
     def _run(self, step: Step) -> None:
         logprobs = self.model.forward(step.batch, self.kv)

@@ -6,13 +6,18 @@ the scratch page (position 0, no context) and are never read back. Batch invaria
 op set is what makes the real rows' bits equal to an eager call on those r rows alone.
 Larger batches than any captured size run eagerly.
 
-A step costs the host one copy each way. All of a step's metadata lives in one byte buffer
-whose typed views are the graph's static inputs (`DecodeInputs`); Python fills a host copy
-of it (pinned on CUDA) in place and uploads it with one non-blocking copy. The graph ends
-with the greedy pick (argmax, and the logprob of the chosen token), so the only thing read
-back is (token, logprob) per row, in one copy. A sequence's block-table row is rewritten
-only when a different sequence takes that row (its pages are fixed at admission), so the
-per-step host work does not grow with the prompt.
+A run of decode steps costs the host one copy each way, however many steps it holds. All
+of a step's metadata lives in one byte buffer whose typed views are the graph's static
+inputs (`DecodeInputs`). Everything but the tokens is known before the run starts (each
+step is one position further; a sequence's pages are fixed at admission), so Python stages
+every step's metadata at once in a host copy (pinned on CUDA), uploads it with one
+non-blocking copy, and before each replay one device-to-device copy loads that step's
+metadata into the static buffer. The graph ends with the greedy pick (argmax, and the
+logprob of the chosen token) and writes the chosen token into its own token input, so the
+next step reads it on the device: the host never waits between steps, and the GPU runs the
+steps back to back. Each step's pick is kept on the device; one copy brings the run's
+picks back. A sequence's block-table row is rewritten only when a different sequence takes
+that row, so the per-run host work does not grow with the prompt.
 """
 
 from __future__ import annotations
@@ -45,11 +50,13 @@ def _field_bytes(dtype: torch.dtype, shape) -> int:
 
 
 def _views(buffer: torch.Tensor, layout) -> PackedBatch:
-    """The PackedBatch whose fields are typed views into the byte buffer `buffer`."""
+    """The PackedBatch whose fields are typed views into the byte buffer `buffer`; with a
+    (steps, bytes) buffer, each field gains a leading steps dimension."""
     fields, offset = {}, 0
+    lead = tuple(buffer.shape[:-1])
     for name, dtype, shape in layout:
         count = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
-        fields[name] = buffer[offset:offset + count].view(dtype).view(shape)
+        fields[name] = buffer[..., offset:offset + count].view(dtype).view(*lead, *shape)
         offset += _field_bytes(dtype, shape)
     return PackedBatch(**fields)
 
@@ -57,18 +64,26 @@ def _views(buffer: torch.Tensor, layout) -> PackedBatch:
 class DecodeInputs:
     """One captured size's decode inputs and picks: `staged` (host) and `batch` (device)
     are the same byte layout; `batch`'s fields are what the graph reads. `picked` is the
-    graph's output: row 0 the chosen token, row 1 the bits of its fp32 logprob."""
+    graph's output: row 0 the chosen token, row 1 the bits of its fp32 logprob.
+
+    A run of `steps` decode steps: `pack` stages step 0 in `staged`, `stage_steps` derives
+    every step from it into the run buffer (`run_host`, one row of bytes per step), `upload`
+    copies the run to the device, `load_step(j)` puts step j into the static inputs (from
+    step 1 on, all but the tokens, which the previous replay wrote), `keep_picks(j)` saves
+    the replay's picks, `download` returns all of them."""
 
     def __init__(self, size: int, width: int, page_size: int, device) -> None:
         self.size, self.width, self.page_size = size, width, page_size
         self.device = torch.device(device)
-        pin = self.device.type == "cuda"
-        layout = _layout(size, width)
-        nbytes = sum(_field_bytes(dtype, shape) for _, dtype, shape in layout)
-        self.host = torch.zeros(nbytes, dtype=torch.uint8, pin_memory=pin)
-        self.buffer = torch.zeros(nbytes, dtype=torch.uint8, device=self.device)
-        self.staged = _views(self.host, layout)
-        self.batch = _views(self.buffer, layout)
+        self._pin = self.device.type == "cuda"
+        self._layout = _layout(size, width)
+        self.nbytes = sum(_field_bytes(dtype, shape) for _, dtype, shape in self._layout)
+        # token_ids are the first field: a step after the first loads the bytes past them.
+        self._token_bytes = _field_bytes(torch.int64, (size,))
+        self.host = torch.zeros(self.nbytes, dtype=torch.uint8, pin_memory=self._pin)
+        self.buffer = torch.zeros(self.nbytes, dtype=torch.uint8, device=self.device)
+        self.staged = _views(self.host, self._layout)
+        self.batch = _views(self.buffer, self._layout)
         self._rows = self.host[:3 * size * 8].view(torch.int64).view(3, size)
         self.staged.slot_mapping.fill_(SCRATCH_PAGE)
         self.staged.block_tables.fill_(SCRATCH_PAGE)
@@ -76,12 +91,29 @@ class DecodeInputs:
         self.staged.logit_rows.copy_(torch.arange(size, dtype=torch.int64))
         self.buffer.copy_(self.host)
         self.picked = torch.zeros((2, size), dtype=torch.int32, device=self.device)
-        self.picked_host = torch.zeros((2, size), dtype=torch.int32, pin_memory=pin)
         self._owners: list = [None] * size      # the sequence whose pages each table row holds
+        self._rows_in_run = 0
+        self._steps = 0
+        self._reserve(1)
+
+    def _reserve(self, steps: int) -> None:
+        """Run buffers for at least `steps` steps (grown by doubling, kept across runs)."""
+        have = getattr(self, "run_host", None)
+        if have is not None and have.shape[0] >= steps:
+            return
+        count = max(steps, 2 * have.shape[0] if have is not None else 1)
+        self.run_host = torch.zeros((count, self.nbytes), dtype=torch.uint8,
+                                    pin_memory=self._pin)
+        self.run_device = torch.zeros((count, self.nbytes), dtype=torch.uint8,
+                                      device=self.device)
+        self.picks = torch.zeros((count, 2, self.size), dtype=torch.int32, device=self.device)
+        self.picks_host = torch.zeros((count, 2, self.size), dtype=torch.int32,
+                                      pin_memory=self._pin)
 
     def pack(self, seqs) -> None:
         """Stage one decode step: each sequence's last token, whose K/V is not yet written,
-        at its position, attending to every earlier token. Padding rows: scratch, no context."""
+        at its position, attending to every earlier token. Padding rows: scratch, no context.
+        The run is this one step until `stage_steps` says otherwise."""
         rows = len(seqs)
         if not 1 <= rows <= self.size:
             raise ValueError(f"seqs: expected 1 to {self.size} sequences, got {rows}")
@@ -106,6 +138,29 @@ class DecodeInputs:
         self._rows.copy_(torch.tensor([tokens + pad, positions + pad,
                                        slots + [SCRATCH_PAGE] * len(pad)], dtype=torch.int64))
         self.staged.context_lens.copy_(torch.tensor(positions + pad, dtype=torch.int32))
+        self._rows_in_run = rows
+        self.stage_steps(1)
+
+    def stage_steps(self, steps: int) -> None:
+        """Stage a run of `steps` steps from the packed step 0: step j is every real row one
+        position further (its slot from its block-table row; the token the device's), the
+        padding rows unchanged. The caller guarantees every sequence owns pages for them."""
+        if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
+            raise ValueError(f"steps: expected an int >= 1, got {steps!r}")
+        self._reserve(steps)
+        run = self.run_host[:steps]
+        run.copy_(self.host.expand(steps, -1))
+        rows = self._rows_in_run
+        if steps > 1 and rows:
+            fields = _views(run, self._layout)
+            ahead = torch.arange(1, steps, dtype=torch.int64)[:, None]
+            positions = self.staged.positions[:rows][None, :] + ahead          # (steps-1, rows)
+            tables = self.staged.block_tables[:rows].to(torch.int64)            # (rows, width)
+            pages = torch.gather(tables.t(), 0, positions // self.page_size)   # (steps-1, rows)
+            fields.positions[1:, :rows] = positions
+            fields.context_lens[1:, :rows] = positions.to(torch.int32)
+            fields.slot_mapping[1:, :rows] = pages * self.page_size + positions % self.page_size
+        self._steps = steps
 
     def _write_table(self, row: int, pages) -> None:
         count = len(pages)
@@ -118,27 +173,40 @@ class DecodeInputs:
         table[count:].fill_(SCRATCH_PAGE)
 
     def upload(self) -> None:
-        """The one host-to-device copy of a step (pinned -> device, stream-ordered)."""
-        self.buffer.copy_(self.host, non_blocking=True)
+        """The one host-to-device copy of a run (pinned -> device, stream-ordered)."""
+        self.run_device[:self._steps].copy_(self.run_host[:self._steps], non_blocking=True)
 
-    def download(self, rows: int) -> tuple[list[int], list[float]]:
-        """The one device-to-host copy of a step: (tokens, logprobs) of the first `rows`.
-        Waiting for it also frees `host` for the next step's writes (the upload precedes it
-        on the stream)."""
-        self.picked_host.copy_(self.picked, non_blocking=True)
+    def load_step(self, step: int) -> None:
+        """Step `step`'s metadata into the static inputs (device to device). From step 1 on
+        the tokens are left alone: the previous replay wrote its picks there."""
+        skip = 0 if step == 0 else self._token_bytes
+        self.buffer[skip:].copy_(self.run_device[step, skip:], non_blocking=True)
+
+    def keep_picks(self, step: int) -> None:
+        self.picks[step].copy_(self.picked, non_blocking=True)
+
+    def download(self, rows: int) -> list[tuple[list[int], list[float]]]:
+        """The one device-to-host copy of a run: per step, (tokens, logprobs) of the first
+        `rows`. Waiting for it also frees the run's host buffer for the next run's writes
+        (the upload precedes it on the stream)."""
+        steps = self._steps
+        self.picks_host[:steps].copy_(self.picks[:steps], non_blocking=True)
         if self.device.type == "cuda":
             torch.cuda.current_stream(self.device).synchronize()
-        return (self.picked_host[0, :rows].tolist(),
-                self.picked_host[1, :rows].view(torch.float32).tolist())
+        picks = self.picks_host[:steps, :, :rows]
+        return [(tokens.tolist(), values.view(torch.float32).tolist())
+                for tokens, values in zip(picks[:, 0], picks[:, 1])]
 
 
 def forward_and_pick(forward, kv_caches, inputs: DecodeInputs) -> torch.Tensor:
     """The decode forward then the greedy pick, as the engine's eager path makes it:
-    torch.argmax of each logprobs row, and that row's logprob of the chosen token."""
+    torch.argmax of each logprobs row, and that row's logprob of the chosen token. The
+    chosen tokens become the token inputs of the next step (after the forward read them)."""
     logprobs = forward(inputs.batch, kv_caches)
     token = torch.argmax(logprobs, dim=-1)
     inputs.picked[0].copy_(token)
     inputs.picked[1].view(torch.float32).copy_(logprobs.gather(1, token[:, None])[:, 0])
+    inputs.batch.token_ids.copy_(token)
     return logprobs
 
 
@@ -184,15 +252,25 @@ class DecodeGraphs:
     def size_for(self, rows: int) -> int | None:
         return next((size for size in self.sizes if size >= rows), None)
 
-    def decode(self, seqs) -> tuple[list[int], list[float]]:
-        """One greedy decode step of `seqs` (at most the largest captured size): the chosen
-        token and its logprob per sequence, in order. One upload, one replay, one download."""
+    def decode(self, seqs, steps: int = 1) -> list[tuple[list[int], list[float]]]:
+        """`steps` greedy decode steps of `seqs` (at most the largest captured size), each
+        step's token the previous one's pick: per step, the chosen token and its logprob per
+        sequence, in order. One upload, `steps` replays queued without a wait, one download.
+        Every sequence must own pages for `steps` more tokens."""
         size = self.size_for(len(seqs))
         if size is None:
             raise ValueError(f"seqs: {len(seqs)} sequences exceed the largest captured batch "
                              f"size {self.sizes[-1]}; run them eagerly")
+        room = min(seq.max_new_tokens - len(seq.output) for seq in seqs)
+        if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= room:
+            raise ValueError(f"steps: expected an int in [1, {room}] (the fewest tokens a "
+                             f"sequence still has pages for), got {steps!r}")
         inputs = self._staging[size]
         inputs.pack(seqs)
+        inputs.stage_steps(steps)
         inputs.upload()
-        self._replays[size]()
+        for step in range(steps):
+            inputs.load_step(step)
+            self._replays[size]()
+            inputs.keep_picks(step)
         return inputs.download(len(seqs))

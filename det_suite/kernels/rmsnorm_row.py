@@ -11,18 +11,35 @@ import triton.language as tl
 
 
 @triton.jit
-def row_values(x_row, delta_row, cols, col_exists, HAS_DELTA: tl.constexpr):
-    """The row's elements at cols, in x's dtype: x, or with HAS_DELTA the residual sum
-    x + delta exactly as torch's `x + delta` makes it (an fp32 add, one rounding to the
-    dtype), so a fused add hands the norm the tensor the unfused add would."""
+def row_loads(x_row, delta_row, cols, col_exists, HAS_DELTA: tl.constexpr):
+    """The raw loads `row_values` combines: x at cols and, with HAS_DELTA, delta (else x
+    again, never loaded twice: the compiler reuses it)."""
     x = tl.load(x_row + cols, mask=col_exists, other=0.0)
+    delta = x
     if HAS_DELTA:
         delta = tl.load(delta_row + cols, mask=col_exists, other=0.0)
+    return x, delta
+
+
+@triton.jit
+def row_sum(x, delta, HAS_DELTA: tl.constexpr):
+    """x, or with HAS_DELTA the residual sum x + delta exactly as torch's `x + delta`
+    makes it (an fp32 add, one rounding to the dtype), so a fused add hands the norm the
+    tensor the unfused add would."""
+    if HAS_DELTA:
         # LLVM may fold this into one native add (SM90: add.bf16x2): the same value, as
         # fp32 carries 2p + 2 bits of a bf16/fp16 significand, so the two roundings here
         # give the one rounding of the exact sum.
         x = (x.to(tl.float32) + delta.to(tl.float32)).to(x.dtype)
     return x
+
+
+@triton.jit
+def row_values(x_row, delta_row, cols, col_exists, HAS_DELTA: tl.constexpr):
+    """The row's elements at cols, in x's dtype: x, or with HAS_DELTA x + delta
+    (`row_sum` of `row_loads`)."""
+    x, delta = row_loads(x_row, delta_row, cols, col_exists, HAS_DELTA)
+    return row_sum(x, delta, HAS_DELTA)
 
 
 @triton.jit
@@ -33,12 +50,19 @@ def rms_inverse_of(x_row, delta_row, H, eps, BLOCK_H: tl.constexpr, HAS_DELTA: t
     reduces the sum exactly as the norm of the stored sum would."""
     offs = tl.arange(0, BLOCK_H)
     square_lanes = tl.zeros((BLOCK_H,), dtype=tl.float32)
-    for h0 in range(0, H, BLOCK_H):
-        col_exists = (h0 + offs) < H
-        h = row_values(x_row + h0, delta_row + h0, offs, col_exists, HAS_DELTA).to(tl.float32)
+    # Loads run one chunk ahead of the squares: a loop that loads a chunk and then squares
+    # it waits one memory latency per chunk (a decode row is a few chunks and nothing else
+    # to hide it behind). The squares and their order are the same.
+    x, delta = row_loads(x_row, delta_row, offs, offs < H, HAS_DELTA)
+    for h0 in range(BLOCK_H, H + BLOCK_H, BLOCK_H):
+        next_exists = (h0 + offs) < H
+        x_next, delta_next = row_loads(x_row + h0, delta_row + h0, offs, next_exists,
+                                       HAS_DELTA)
+        h = row_sum(x, delta, HAS_DELTA).to(tl.float32)
         # The FMA a GPU contracts `lanes + h * h` into, written out: a kernel compiled
         # without contraction (to keep other roundings apart) still sums the same way.
         square_lanes = tl.fma(h, h, square_lanes)
+        x, delta = x_next, delta_next
     variance = tl.sum(square_lanes, axis=0) / H
     return 1.0 / tl.sqrt_rn(variance + eps)
 

@@ -1,6 +1,8 @@
 """The CUDA Graph decode step's packed inputs (`engine.graphs.DecodeInputs`): one byte buffer
 whose views are the graph's static inputs, filled for a step with exactly what the eager
-`build_step` packs for the same sequences, plus scratch padding rows. No model needed."""
+`build_step` packs for the same sequences, plus scratch padding rows; a run of steps staged
+at once, each step what the eager step packs once the sequences are that many tokens
+further. No model needed."""
 
 import pytest
 import torch
@@ -87,22 +89,72 @@ def test_the_static_inputs_are_views_of_one_buffer():
         assert lo <= field.data_ptr() < hi and field.data_ptr() + field.nbytes <= hi, name
 
 
-def test_upload_makes_the_static_inputs_equal_the_staged_ones():
+def test_upload_and_loading_step_0_make_the_static_inputs_equal_the_staged_ones():
     inputs = DecodeInputs(2, WIDTH, 4, "cpu")
     inputs.pack([_decoding(6, 2, [3, 5], seed=0), _decoding(2, 1, [4], seed=1)])
     inputs.upload()
+    inputs.load_step(0)
     for name in FIELDS + ("query_starts", "block_tables"):
         assert torch.equal(getattr(inputs.batch, name), getattr(inputs.staged, name)), name
 
 
-def test_download_returns_tokens_and_the_exact_logprob_bits():
+def _advanced(seq: Sequence, tokens: list[int]) -> Sequence:
+    """`seq` once it has generated `tokens` more (their K/V written but the last's)."""
+    ahead = Sequence(prompt=seq.prompt, max_new_tokens=seq.max_new_tokens + len(tokens),
+                     first_logprob=1, pages=seq.pages, cached=0)
+    ahead.output = seq.output + tokens
+    ahead.computed = ahead.length - 1
+    return ahead
+
+
+@pytest.mark.parametrize("steps", [2, 5], ids=lambda n: f"{n}-steps")
+@pytest.mark.parametrize("specs", CASES.values(), ids=CASES.keys())
+def test_a_staged_run_loads_each_step_as_the_eager_step_of_the_advanced_sequences(specs, steps):
+    """Step j of a run: what build_step packs once every sequence is j tokens further,
+    except the tokens, which the previous replay writes (here: written by hand)."""
+    page_size = 4
+    seqs = [_decoding(p, g, pages + [10 + 3 * i + n for n in range(3)], seed=i)
+            for i, (p, g, pages) in enumerate(specs)]
+    inputs = DecodeInputs(8, WIDTH + 4, page_size, "cpu")
+    inputs.pack(seqs)
+    inputs.stage_steps(steps)
+    inputs.upload()
+    fed = torch.randint(0, 1000, (steps, len(seqs))).tolist()
+    for step in range(steps):
+        if step:
+            inputs.batch.token_ids[:len(seqs)] = torch.tensor(fed[step - 1])
+        inputs.load_step(step)
+        ahead = [_advanced(seq, [fed[j][r] for j in range(step)]) for r, seq in enumerate(seqs)]
+        eager = build_step(decode_chunks(ahead), page_size, "cpu").batch
+        for name in FIELDS:
+            assert torch.equal(getattr(inputs.batch, name)[:len(seqs)],
+                               getattr(eager, name)), (step, name)
+        assert (inputs.batch.slot_mapping[len(seqs):] == SCRATCH_PAGE).all()
+        assert (inputs.batch.context_lens[len(seqs):] == 0).all()
+
+
+@pytest.mark.parametrize("steps", [0, -1, True, 2.0], ids=repr)
+def test_a_run_of_no_steps_is_refused_by_name(steps):
+    inputs = DecodeInputs(2, WIDTH, 4, "cpu")
+    inputs.pack([_decoding(2, 1, [1], seed=0)])
+    with pytest.raises(ValueError, match="steps"):
+        inputs.stage_steps(steps)
+
+
+def test_download_returns_each_steps_tokens_and_the_exact_logprob_bits():
     inputs = DecodeInputs(3, WIDTH, 4, "cpu")
-    values = torch.tensor([-0.1, -3.0e-8, -17.25], dtype=torch.float32)
-    inputs.picked[0] = torch.tensor([7, 151935, 0], dtype=torch.int32)
-    inputs.picked[1] = values.view(torch.int32)
-    tokens, logprobs = inputs.download(2)
-    assert tokens == [7, 151935]
-    assert torch.equal(torch.tensor(logprobs, dtype=torch.float32), values[:2])
+    inputs.pack([_decoding(2, 1, [1, 2], seed=0)])
+    inputs.stage_steps(2)
+    values = torch.tensor([[-0.1, -3.0e-8, -17.25], [-2.5, -0.0, -1e-30]], dtype=torch.float32)
+    tokens = torch.tensor([[7, 151935, 0], [3, 4, 5]], dtype=torch.int32)
+    for step in range(2):
+        inputs.picked[0] = tokens[step]
+        inputs.picked[1] = values[step].view(torch.int32)
+        inputs.keep_picks(step)
+    run = inputs.download(2)
+    assert [t for t, _ in run] == [[7, 151935], [3, 4]]
+    for step, (_, logprobs) in enumerate(run):
+        assert torch.equal(torch.tensor(logprobs, dtype=torch.float32), values[step, :2])
 
 
 @pytest.mark.parametrize("computed", [3, 5], ids=["prompt-not-written", "last-token-written"])

@@ -5,10 +5,16 @@ The reduction over K is one fixed schedule: BLOCK_K tiles visited in ascending o
 tile for every M, so every row of every call is summed by the same MMA instruction in
 the same order; M only changes how many row tiles the grid holds. Rows never mix: an
 MMA's arithmetic for one output row does not read the other rows.
+
+With USE_PDL (programmatic dependent launch, SM90+) every program waits for the previous
+grid before it touches memory (`grid_dependency.wait_for_previous_grid`), so the launch
+may start while that grid drains; the arithmetic is the same either way.
 """
 
 import triton
 import triton.language as tl
+
+from det_suite.kernels.grid_dependency import wait_for_previous_grid
 
 
 @triton.jit
@@ -20,7 +26,9 @@ def bi_matmul_kernel(
     stride_om, stride_on,
     HAS_BIAS: tl.constexpr,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    wait_for_previous_grid(USE_PDL)
     offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)

@@ -16,6 +16,10 @@ ex2 approximation), `div_rn` (the fp32 `/` is approximate), the same rounding.
 Elementwise: every element depends on its own two inputs only, so batch-invariant by
 construction. The product of two 8- or 11-bit significands is exact in fp32, so its one
 rounding to the dtype is the only one, as in torch.
+
+With USE_PDL (programmatic dependent launch, SM90+) every program waits for the previous
+grid before it touches memory (`grid_dependency.wait_for_previous_grid`), so the launch
+may start while that grid drains; the arithmetic is the same either way.
 """
 
 import triton
@@ -23,6 +27,7 @@ import triton.language as tl
 from triton.language.extra import libdevice
 
 from det_suite.kernels.fp8_quantize import _widen_to_fp32, quantize_to_e4m3_grid
+from det_suite.kernels.grid_dependency import wait_for_previous_grid
 
 
 @triton.jit
@@ -41,7 +46,9 @@ def bi_mul_quantize_kernel(
     SILU_A: tl.constexpr,
     FP8_MAX: tl.constexpr,
     BLOCK_N: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    wait_for_previous_grid(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     offs = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
     col_exists = offs < N

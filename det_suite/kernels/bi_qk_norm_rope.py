@@ -23,11 +23,16 @@ round to one bf16/fp16 instruction (exact: fp32 holds more than twice their prec
 and with contraction on, the backend then fuses p1's multiply into the add, skipping p1's
 rounding. The norm's sum of squares is an explicit tl.fma, so it compiles as it does in
 bi_rmsnorm_kernel either way.
+
+With USE_PDL (programmatic dependent launch, SM90+) every program waits for the previous
+grid before it touches memory (`grid_dependency.wait_for_previous_grid`), so the launch
+may start while that grid drains; the arithmetic is the same either way.
 """
 
 import triton
 import triton.language as tl
 
+from det_suite.kernels.grid_dependency import wait_for_previous_grid
 from det_suite.kernels.rmsnorm_row import rms_apply, rms_inverse
 
 
@@ -49,7 +54,9 @@ def bi_qk_norm_rope_kernel(
     eps,
     BLOCK_H: tl.constexpr,
     BLOCK_HALF: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    wait_for_previous_grid(USE_PDL)
     token = tl.program_id(0).to(tl.int64)
     head = tl.program_id(1)
     dtype: tl.constexpr = q_out_ptr.dtype.element_ty

@@ -7,11 +7,16 @@ reach a row's arithmetic. The sum of squares is kept in BLOCK_H fp32 lanes over 
 BLOCK_H chunks of the row and folded once at the end: the order depends on (H, BLOCK_H),
 never on the number of rows. The row arithmetic lives in `rmsnorm_row`, shared with the
 fused kernels that must reproduce these bits.
+
+With USE_PDL (programmatic dependent launch, SM90+) every program waits for the previous
+grid before it touches memory (`grid_dependency.wait_for_previous_grid`), so the launch
+may start while that grid drains; the arithmetic is the same either way.
 """
 
 import triton
 import triton.language as tl
 
+from det_suite.kernels.grid_dependency import wait_for_previous_grid
 from det_suite.kernels.rmsnorm_row import rms_apply, rms_inverse
 
 
@@ -22,7 +27,9 @@ def bi_rmsnorm_kernel(
     stride_xm, stride_om,
     eps,
     BLOCK_H: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    wait_for_previous_grid(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_xm
     out_row = out_ptr + row * stride_om

@@ -19,12 +19,17 @@ per row would leave the GPU idle while each walks H alone; instead every program
 recomputes the row's rms (H elements, from L2) and writes only its columns. The rms depends
 on (H, BLOCK_H, warps) only, so every program of a row has the same one, and nothing of
 another row reaches it: batch-invariant like the norm it fuses.
+
+With USE_PDL (programmatic dependent launch, SM90+) every program waits for the previous
+grid before it touches memory (`grid_dependency.wait_for_previous_grid`), so the launch
+may start while that grid drains; the arithmetic is the same either way.
 """
 
 import triton
 import triton.language as tl
 
 from det_suite.kernels.fp8_quantize import quantize_to_e4m3_grid
+from det_suite.kernels.grid_dependency import wait_for_previous_grid
 from det_suite.kernels.rmsnorm_row import rms_apply, rms_inverse_of, row_values
 
 
@@ -45,21 +50,26 @@ def bi_rmsnorm_quantize_kernel(
     HAS_RESIDUAL: tl.constexpr,
     FP8_MAX: tl.constexpr,
     BLOCK_H: tl.constexpr,
+    USE_PDL: tl.constexpr,
 ):
+    wait_for_previous_grid(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
     x_row = x_ptr + row * stride_xm
     delta_row = delta_ptr + row * stride_dm
 
     # Every program of a row reduces the whole row, with the norm's helper and tile: each
     # gets the one-program norm's rms bit for bit, whichever columns it then writes.
-    inv_rms = rms_inverse_of(x_row, delta_row, H, eps, BLOCK_H, HAS_RESIDUAL)
-
+    # This program's columns and weights are loaded before the row's reduction, which does
+    # not need them: their latency hides behind it instead of following it.
     cols = tl.program_id(1) * BLOCK_H + tl.arange(0, BLOCK_H)
     col_exists = cols < H
     value = row_values(x_row, delta_row, cols, col_exists, HAS_RESIDUAL)
+    weight = tl.load(weight_ptr + cols, mask=col_exists, other=0.0).to(tl.float32)
     if HAS_RESIDUAL:
         tl.store(sum_ptr + row * stride_sm + cols, value, mask=col_exists)
-    weight = tl.load(weight_ptr + cols, mask=col_exists, other=0.0).to(tl.float32)
+
+    inv_rms = rms_inverse_of(x_row, delta_row, H, eps, BLOCK_H, HAS_RESIDUAL)
+
     normed = rms_apply(value.to(tl.float32), inv_rms, weight, x_ptr.dtype.element_ty)
     q_cols = row * stride_qm + cols
     _store_quantized(q0_ptr + q_cols, scale0_ptr, normed, col_exists, FP8_MAX)

@@ -1,8 +1,10 @@
-"""What a GEMM program does first when its launch may overlap the previous kernel.
+"""What a program does first when its launch may overlap the previous kernel.
 
-With programmatic dependent launch (SM90+, `LaunchConfig.use_pdl`) the GPU may start a
-grid while the one before it on the stream is still draining. Shared by every GEMM kernel
-so they all order themselves the same way.
+With programmatic dependent launch (SM90+: `LaunchConfig.use_pdl` for the FP8 GEMMs,
+`ops.launch.programmatic_launch` for the batch-invariant ops) the GPU may start a grid
+while the one before it on the stream is still draining. Shared by every kernel launched
+that way, so they all order themselves the same way; the lint checks each PDL launch waits
+before its first memory access.
 """
 
 import triton

@@ -18,7 +18,8 @@ Modules, in the order the lint uses them:
   fixed kernels (those that must hold no MMA) at a representative launch.
 - `standins`: the stand-in tensors those launches are bound to.
 - `op_kernels`: the batch-invariant ops' kernels (`ops.bi_launch_spec`): one MMA signature
-  across every launch of the BF16 matmul and paged attention; the others hold none.
+  across every launch of the BF16 matmul and paged attention; the others hold none; on
+  SM90+ every op kernel's PDL launches wait first.
 - `jobs`: a bound launch specialised as the Triton runtime would (`CompileJob`).
 - `worker`: compile workers (subprocesses without the interpreter), stop-at-PTX, caching.
 - `ptx_instructions`, `ptx_grid_dependency`: what a PTX listing holds (pure text).

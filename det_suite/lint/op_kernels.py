@@ -8,16 +8,23 @@ compiled are `ops.bi_launch_spec`'s descriptions bound to stand-ins, at the call
 Triton specialises differently: one row / one request (ints equal to 1 become constants),
 a row count that is no multiple of 16, and a large prefill; for attention also a page
 size of 1, and each call again returning the o projection's FP8 input (`out_scale`: the
-epilogue quantizes). Attention has two launch shapes (its tile kernel; the split partial
-and combine kernels for decode calls), each linted at the calls that take it, and the
-split partial kernel must hold the tile kernel's signature (`SAME_MMA_AS`): a decode row
-has a prefill row's bits only if one instruction computes both.
+epilogue quantizes). Attention has two launch shapes (its tile kernel; the split kernel
+for decode calls), each linted at the calls that take it, and the split kernel must hold
+the tile kernel's signature (`SAME_MMA_AS`): a decode row has a prefill row's bits only if
+one instruction computes both.
+
+On targets with programmatic dependent launch (SM90+, where `ops.launch.programmatic_launch`
+turns it on) every op kernel is also compiled as launched with PDL, and such a launch must
+wait for the previous grid (griddepcontrol.wait) before any global memory access: it may
+start while that grid still writes its input. Kernels without MMA are linted plain once,
+as fixed kernels (`variants.FIXED_KERNELS`); here they are linted at their PDL launches.
 """
 
 from __future__ import annotations
 
 from det_suite.kernels import registry
 from det_suite.lint.jobs import specialize
+from det_suite.lint.ptx_grid_dependency import WAIT, GridDependencyOrder
 from det_suite.lint.ptx_instructions import summarize
 from det_suite.lint.results import FixedKernelResult
 from det_suite.lint.rules import condense_error, variant_status
@@ -33,13 +40,14 @@ CACHE_BLOCKS, MAX_BLOCKS = 1024, 256
 # Row counts: decode (Triton's M == 1 constant), a ragged count, a large prefill.
 ROW_COUNTS = (1, 37, 4096)
 # paged_attention calls as (tokens, requests, page size). Decode calls (T == R) launch the
-# split shape (partial and combine kernels): decode of one, of a batch, with pages of one
+# split shape (its split kernel): decode of one, of a batch, with pages of one
 # token. The others the tile kernel: a prefill, a ragged batch, pages of one token (the
 # page size becomes a constant). Each kernel is linted at the calls that launch it.
 ATTENTION_CALLS = ((1, 1, 16), (4, 4, 16), (8, 8, 1), (4096, 1, 16), (1000, 3, 16),
                    (37, 2, 1))
-ATTENTION_KERNELS = ("bi_paged_attention_kernel", "bi_paged_attention_split_kernel",
-                     "bi_paged_attention_combine_kernel")
+ATTENTION_KERNELS = ("bi_paged_attention_kernel", "bi_paged_attention_split_kernel")
+# Targets whose launches use PDL: SM90 and newer (`ops.launch.programmatic_launch`).
+PDL_MIN_CAPABILITY = 90
 
 
 def _bf16():
@@ -47,41 +55,41 @@ def _bf16():
     return torch.bfloat16
 
 
-def _matmul(m: int) -> KernelLaunch:
+def _matmul(m: int, pdl: bool = False) -> KernelLaunch:
     from det_suite.ops.bi_launch_spec import matmul_launch_spec
 
     bf16 = _bf16()
-    call = matmul_launch_spec(m, VOCAB, HIDDEN, has_bias=False)
+    call = matmul_launch_spec(m, VOCAB, HIDDEN, has_bias=False, pdl=pdl)
     return bind_call(call, dict(x=contiguous(bf16, m, HIDDEN), w=contiguous(bf16, VOCAB, HIDDEN),
                                 out=contiguous(bf16, m, VOCAB)))
 
 
-def _rmsnorm(m: int) -> KernelLaunch:
+def _rmsnorm(m: int, pdl: bool = False) -> KernelLaunch:
     from det_suite.ops.bi_launch_spec import rmsnorm_launch_spec
 
     bf16 = _bf16()
-    call = rmsnorm_launch_spec(m, HIDDEN, 1e-6)
+    call = rmsnorm_launch_spec(m, HIDDEN, 1e-6, pdl=pdl)
     return bind_call(call, dict(x=contiguous(bf16, m, HIDDEN), weight=contiguous(bf16, HIDDEN),
                                 out=contiguous(bf16, m, HIDDEN)))
 
 
-def _log_softmax(m: int) -> KernelLaunch:
+def _log_softmax(m: int, pdl: bool = False) -> KernelLaunch:
     import torch
 
     from det_suite.ops.bi_launch_spec import log_softmax_launch_spec
 
-    call = log_softmax_launch_spec(m, VOCAB)
+    call = log_softmax_launch_spec(m, VOCAB, pdl=pdl)
     return bind_call(call, dict(x=contiguous(_bf16(), m, VOCAB),
                                 out=contiguous(torch.float32, m, VOCAB)))
 
 
-def _attention(tokens: int, requests: int, page: int, quantize_out: bool = False
-               ) -> dict[str, KernelLaunch]:
+def _attention(tokens: int, requests: int, page: int, quantize_out: bool = False,
+               pdl: bool = False) -> dict[str, KernelLaunch]:
     """Every launch of one paged_attention call, by kernel; with quantize_out, the call
     that returns the o projection's FP8 input (out_scale given)."""
     import torch
 
-    from det_suite.ops.bi_launch_spec import (attention_launch_spec,
+    from det_suite.ops.bi_launch_spec import (attention_counter_tiles, attention_launch_spec,
                                               attention_split_launch_spec, attention_splits_kv,
                                               attention_workspace_shapes)
 
@@ -96,24 +104,26 @@ def _attention(tokens: int, requests: int, page: int, quantize_out: bool = False
     scale = HEAD_DIM ** -0.5
     if attention_splits_kv(tokens, requests):
         calls = attention_split_launch_spec(tokens, requests, Q_HEADS, KV_HEADS, HEAD_DIM,
-                                            page, MAX_BLOCKS, scale, quantize_out=quantize_out)
+                                            page, MAX_BLOCKS, scale, quantize_out=quantize_out,
+                                            pdl=pdl)
         for role, shape in attention_workspace_shapes(tokens, Q_HEADS, HEAD_DIM, page,
                                                       MAX_BLOCKS).items():
             tensors[role] = contiguous(torch.float32, *shape)
+        tensors["counters"] = contiguous(i32, attention_counter_tiles(tokens, Q_HEADS, KV_HEADS))
     else:
         calls = (attention_launch_spec(tokens, requests, Q_HEADS, KV_HEADS, HEAD_DIM, page,
-                                       scale, quantize_out=quantize_out),)
+                                       scale, quantize_out=quantize_out, pdl=pdl),)
     return {call.kernel: bind_call(call, tensors) for call in calls}
 
 
-def _qk_norm_rope(tokens: int) -> KernelLaunch:
+def _qk_norm_rope(tokens: int, pdl: bool = False) -> KernelLaunch:
     import torch
 
     from det_suite.ops.bi_launch_spec import qk_norm_rope_launch_spec
 
     bf16, page = _bf16(), 16
     call = qk_norm_rope_launch_spec(tokens, Q_HEADS, KV_HEADS, HEAD_DIM, CACHE_BLOCKS * page,
-                                    1e-6)
+                                    1e-6, pdl=pdl)
     q = contiguous(bf16, tokens, Q_HEADS, HEAD_DIM)
     kv = contiguous(bf16, tokens, KV_HEADS, HEAD_DIM)
     rope = contiguous(bf16, tokens, HEAD_DIM)
@@ -124,14 +134,14 @@ def _qk_norm_rope(tokens: int) -> KernelLaunch:
                                 slot_mapping=contiguous(torch.int64, tokens)))
 
 
-def _rmsnorm_quantize(m: int, residual: bool = False) -> KernelLaunch:
+def _rmsnorm_quantize(m: int, residual: bool = False, pdl: bool = False) -> KernelLaunch:
     import torch
 
     from det_suite.ops.bi_launch_spec import MAX_QUANTIZED_OUTPUTS, rmsnorm_quantize_launch_spec
 
     fp8, f32 = torch.float8_e4m3fn, torch.float32
     call = rmsnorm_quantize_launch_spec(m, HIDDEN, 1e-6, MAX_QUANTIZED_OUTPUTS,
-                                        residual=residual)
+                                        residual=residual, pdl=pdl)
     tensors = dict(x=contiguous(_bf16(), m, HIDDEN), weight=contiguous(_bf16(), HIDDEN))
     if residual:
         tensors.update(delta=contiguous(_bf16(), m, HIDDEN), summed=contiguous(_bf16(), m, HIDDEN))
@@ -141,7 +151,7 @@ def _rmsnorm_quantize(m: int, residual: bool = False) -> KernelLaunch:
     return bind_call(call, tensors)
 
 
-def _mul_quantize(m: int, silu: bool = False) -> KernelLaunch:
+def _mul_quantize(m: int, silu: bool = False, pdl: bool = False) -> KernelLaunch:
     """With silu, the model's launch: silu(gate) * up, gate and up the two column halves
     of one (m, 2 * HIDDEN) gate|up GEMM output."""
     from dataclasses import replace
@@ -150,7 +160,7 @@ def _mul_quantize(m: int, silu: bool = False) -> KernelLaunch:
 
     from det_suite.ops.bi_launch_spec import mul_quantize_launch_spec
 
-    call = mul_quantize_launch_spec(m, HIDDEN, silu_a=silu)
+    call = mul_quantize_launch_spec(m, HIDDEN, silu_a=silu, pdl=pdl)
     a = b = contiguous(_bf16(), m, HIDDEN)
     if silu:
         a = replace(contiguous(_bf16(), m, 2 * HIDDEN), shape=(m, HIDDEN))
@@ -159,10 +169,13 @@ def _mul_quantize(m: int, silu: bool = False) -> KernelLaunch:
                                 scale=contiguous(torch.float32, 1)))
 
 
-def op_kernel_launches(name: str) -> list[tuple[str, KernelLaunch]]:
-    """(label, launch) for every representative launch of an op kernel."""
+def op_kernel_launches(name: str, *, pdl: bool = False) -> list[tuple[str, KernelLaunch]]:
+    """(label, launch) for every representative launch of an op kernel; with `pdl` the
+    same launches with programmatic dependent launch (labels end in ' pdl')."""
+    tag = " pdl" if pdl else ""
     if name in ATTENTION_KERNELS:  # each call as it is and returning FP8 (the model's)
-        calls = [(f"T={t} R={r} page={p}{' fp8-out' if fp8 else ''}", _attention(t, r, p, fp8))
+        calls = [(f"T={t} R={r} page={p}{' fp8-out' if fp8 else ''}{tag}",
+                  _attention(t, r, p, fp8, pdl))
                  for fp8 in (False, True) for t, r, p in ATTENTION_CALLS]
         return [(label, launches[name]) for label, launches in calls if name in launches]
     builders = {"bi_matmul_kernel": _matmul, "bi_rmsnorm_kernel": _rmsnorm,
@@ -171,22 +184,26 @@ def op_kernel_launches(name: str) -> list[tuple[str, KernelLaunch]]:
                 "bi_mul_quantize_kernel": _mul_quantize}
     if name not in builders:
         raise KeyError(f"{name!r} is not a batch-invariant op kernel")
-    launches = [(f"M={m}", builders[name](m)) for m in ROW_COUNTS]
+    launches = [(f"M={m}{tag}", builders[name](m, pdl=pdl)) for m in ROW_COUNTS]
     if name == "bi_rmsnorm_quantize_kernel":  # and with the residual add, which most calls take
-        launches += [(f"M={m} residual", _rmsnorm_quantize(m, residual=True)) for m in ROW_COUNTS]
+        launches += [(f"M={m} residual{tag}", _rmsnorm_quantize(m, residual=True, pdl=pdl))
+                     for m in ROW_COUNTS]
     if name == "bi_mul_quantize_kernel":  # and with silu, the model's: last, so the one linted
-        launches += [(f"M={m} silu", _mul_quantize(m, silu=True)) for m in ROW_COUNTS]
+        launches += [(f"M={m} silu{tag}", _mul_quantize(m, silu=True, pdl=pdl))
+                     for m in ROW_COUNTS]
     return launches
 
 
-# The registry's op kernels that feed tensor cores; those without MMA are fixed kernels
-# (`variants.FIXED_KERNELS`) and linted there at `op_kernel_launches(name)[-1]`.
 OP_KERNEL_NAMES = ("bi_matmul_kernel", "bi_paged_attention_kernel", "bi_rmsnorm_kernel",
                    "bi_log_softmax_kernel", "bi_qk_norm_rope_kernel",
                    "bi_rmsnorm_quantize_kernel", "bi_mul_quantize_kernel",
-                   "bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel")
+                   "bi_paged_attention_split_kernel")
+OP_KERNELS: tuple[registry.KernelEntry, ...] = tuple(map(registry.entry, OP_KERNEL_NAMES))
+# The op kernels that feed tensor cores, linted here at every launch; those without MMA are
+# fixed kernels (`variants.FIXED_KERNELS`), linted there at `op_kernel_launches(name)[-1]`
+# and here at their PDL launches only.
 MMA_OP_KERNELS: tuple[registry.KernelEntry, ...] = tuple(
-    registry.entry(name) for name in OP_KERNEL_NAMES if registry.entry(name).operand_dtype)
+    kernel for kernel in OP_KERNELS if kernel.operand_dtype)
 
 
 # MMA kernels whose rows must have another kernel's bits, so its MMA instruction too: the
@@ -195,11 +212,26 @@ MMA_OP_KERNELS: tuple[registry.KernelEntry, ...] = tuple(
 SAME_MMA_AS = {"bi_paged_attention_split_kernel": "bi_paged_attention_kernel"}
 
 
+def launches_pdl(capability: int) -> bool:
+    """Whether the ops launch with programmatic dependent launch on this target."""
+    return capability >= PDL_MIN_CAPABILITY
+
+
+def linted_op_kernels(capability: int) -> tuple[registry.KernelEntry, ...]:
+    """The op kernels `lint_op_kernel` checks on a target: those with MMA everywhere, the
+    others where they are launched with PDL."""
+    return OP_KERNELS if launches_pdl(capability) else MMA_OP_KERNELS
+
+
 def op_kernel_jobs(kernel: registry.KernelEntry, capability: int):
-    """(label, compile job) for every launch of an MMA op kernel on one target, then those
-    of the kernel whose MMA it must share (labelled with that kernel's name)."""
+    """(label, compile job) for the launches the op-kernel rule checks on one target: every
+    launch of an MMA op kernel, the PDL launches of every op kernel where the ops use PDL,
+    then the jobs of the kernel whose MMA it must share (labelled with that kernel's name)."""
+    launches = op_kernel_launches(kernel.name) if kernel.operand_dtype else []
+    if launches_pdl(capability):
+        launches += op_kernel_launches(kernel.name, pdl=True)
     jobs = [(label, specialize(launch, kernel.module, kernel.name, capability))
-            for label, launch in op_kernel_launches(kernel.name)]
+            for label, launch in launches]
     partner = SAME_MMA_AS.get(kernel.name)
     if partner:
         jobs += [(f"{partner} {label}", job)
@@ -207,23 +239,40 @@ def op_kernel_jobs(kernel: registry.KernelEntry, capability: int):
     return jobs
 
 
+def _pdl_order(job, outcome) -> GridDependencyOrder | None:
+    """Where a PDL launch's listing waits for the previous grid; None for a plain launch
+    or a listing without the record."""
+    if not dict(job.options).get("launch_pdl") or not outcome.grid_dependency:
+        return None
+    return GridDependencyOrder(**outcome.grid_dependency)
+
+
 def lint_op_kernel(kernel: registry.KernelEntry, capability: int, outcomes
                    ) -> tuple[FixedKernelResult, list[str]]:
-    """(result, violations): every launch compiles, holds MMA, one signature, on the
-    registry's operand format. A launch the target cannot compile for lack of a format
-    (an FP8 output before sm_89: no FP8 linear runs there to take it) is reported as
-    unsupported and not linted; the kernel's other launches still must compile."""
+    """(result, violations): every launch compiles; a kernel feeding tensor cores holds
+    MMA, one signature, on the registry's operand format, and the others hold none; a PDL
+    launch waits for the previous grid before any global access. A launch the target
+    cannot compile for lack of a format (an FP8 output before sm_89: no FP8 linear runs
+    there to take it) is reported as unsupported and not linted; the kernel's other
+    launches still must compile."""
     arch = arch_label(capability)
     signatures, summaries, problems, unsupported = set(), {}, [], []
-    error = None
+    unordered, waits_first = [], 0
+    compiled, error = 0, None
     for label, job in op_kernel_jobs(kernel, capability):
         outcome = outcomes[job.key]
         status, summary = variant_status(outcome)
         if status == "unsupported":
             unsupported.append(label)
-        elif status == "error":
+            continue
+        if status == "error":
             problems.append(f"{label} failed to compile: {summary}")
             error = error or outcome.error
+            continue
+        compiled += 1
+        if kernel.operand_dtype is None:
+            if status == "ok":
+                problems.append(f"{label}: expected {kernel.note} but the PTX holds {summary}")
         elif status == "no-mma":
             problems.append(f"{label}: no MMA instruction (tl.dot lowered without tensor cores)")
         else:
@@ -233,12 +282,23 @@ def lint_op_kernel(kernel: registry.KernelEntry, capability: int, outcomes
             if wrong:
                 problems.append(f"{label}: operands {', '.join(sorted(map(str, wrong)))}, "
                                 f"not {kernel.operand_dtype}")
+        order = _pdl_order(job, outcome)
+        if order is not None and not order.waits_first:
+            unordered.append(f"{label}: {order.describe()}")
+        elif order is not None:
+            waits_first += 1
     if len(signatures) > 1:
         problems.insert(0, "launches mix MMA instructions: " + " vs ".join(
             f"{', '.join(labels)} ({summary})" for summary, labels in summaries.items()))
-    if unsupported and not summaries:
+    if unordered:
+        problems.append(f"{'; '.join(unordered)}: a PDL launch may overlap the previous "
+                        f"kernel, so it must wait ({WAIT}) before any global memory access")
+    if unsupported and not compiled:
         problems.append(f"no launch compiles here ({', '.join(unsupported)}: unsupported)")
-    summary = " / ".join(summaries) or "no instruction"
+    summary = (" / ".join(summaries) or "no instruction") if kernel.operand_dtype \
+        else kernel.note
+    if waits_first:
+        summary += f"; waits for the previous grid first ({waits_first} PDL launches)"
     if unsupported:
         summary += f" ({len(unsupported)} launches unsupported here)"
     if problems:

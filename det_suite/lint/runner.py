@@ -7,7 +7,7 @@ import time
 from typing import TYPE_CHECKING, Iterable
 
 from det_suite.lint.jobs import CompileJob, call_job
-from det_suite.lint.op_kernels import MMA_OP_KERNELS, lint_op_kernel, op_kernel_jobs
+from det_suite.lint.op_kernels import lint_op_kernel, linted_op_kernels, op_kernel_jobs
 from det_suite.lint.results import LintResult
 from det_suite.lint.rules import fixed_kernel_job, lint_fixed_kernel, lint_table_target
 from det_suite.lint.targets import OVERRIDE_STAGES, OWN_ROLES, shipped_pairs, table_pair
@@ -35,7 +35,7 @@ def plan(policies: Pairs, override_stages: tuple[int, ...], include_fixed: bool
         for capability in sorted(caps):
             for kernel in FIXED_KERNELS:
                 jobs.append(fixed_kernel_job(kernel, capability))
-            for kernel in MMA_OP_KERNELS:
+            for kernel in linted_op_kernels(capability):
                 jobs.extend(job for _label, job in op_kernel_jobs(kernel, capability))
     return jobs, sorted(caps)
 
@@ -75,7 +75,8 @@ def lint(policies: Pairs, *, override_stages: Iterable[int] = OVERRIDE_STAGES,
                     kernel, capability, capability in owned_caps, OUTCOMES)
                 fixed.append(result)
                 violations += kernel_violations
-            for kernel in MMA_OP_KERNELS:  # one MMA signature across the op's launches
+            # One MMA signature across an op's launches; PDL launches wait first.
+            for kernel in linted_op_kernels(capability):
                 result, kernel_violations = lint_op_kernel(kernel, capability, OUTCOMES)
                 fixed.append(result)
                 violations += kernel_violations

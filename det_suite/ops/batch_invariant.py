@@ -5,9 +5,12 @@
 
 A row's (a query's) output bits depend on that row's inputs only: never on how many rows
 the call holds, on the other requests, or on how a prefill was chunked. Each op launches
-one kernel with one tile for every call (`ops.bi_launch_spec`), except paged_attention's
-decode calls, which launch two (a partial kernel over the context's segments, then their
-combine) with the tile kernel's tile and the same bits. Arguments are checked
+one kernel with one tile for every call (`ops.bi_launch_spec`); paged_attention's decode
+calls launch another kernel than its other calls (a program per segment of a context, the
+last of a row to finish merging them) with the tile kernel's tile and the same bits. On
+SM90+ GPUs every launch uses programmatic dependent launch
+(`ops.launch.programmatic_launch`): a kernel starts while the one before it drains and
+waits for it before touching memory, the same bits either way. Arguments are checked
 before anything launches (ValueError / TypeError naming the argument); nothing is
 converted silently. Value checks that need the data on the host (query_starts ordering,
 block-table bounds) run on CPU tensors only: on a GPU they would sync every layer and
@@ -19,12 +22,13 @@ from __future__ import annotations
 import torch
 
 from det_suite.kernels import registry
-from det_suite.ops.bi_launch_spec import (ATTENTION_TILE, attention_launch_spec,
+from det_suite.ops.bi_launch_spec import (ATTENTION_TILE, attention_counter_tiles,
+                                          attention_launch_spec,
                                           attention_split_launch_spec, attention_splits_kv,
                                           attention_workspace_shapes,
                                           log_softmax_launch_spec, matmul_launch_spec,
                                           qk_norm_rope_launch_spec, rmsnorm_launch_spec)
-from det_suite.ops.launch import Launcher, run_kernel
+from det_suite.ops.launch import Launcher, programmatic_launch, run_kernel, split_k_counters
 from det_suite.ops.validation import (FP8_DTYPE, require_dtype, require_same_device,
                                       require_tensor, validate_scale)
 
@@ -88,7 +92,8 @@ def bf16_linear(x, weight, bias=None, *, launcher: Launcher = run_kernel) -> tor
             if bias is not None:
                 out += bias
         else:
-            call = matmul_launch_spec(m, n, k, has_bias=bias is not None)
+            call = matmul_launch_spec(m, n, k, has_bias=bias is not None,
+                                      pdl=programmatic_launch(x.device))
             _launch(call, dict(x=rows, w=weight, bias=bias, out=out), launcher)
     return out.reshape(*x.shape[:-1], n)
 
@@ -113,8 +118,8 @@ def rms_norm(x, weight, eps: float, *, launcher: Launcher = run_kernel) -> torch
     m, h = rows.shape
     out = torch.empty((m, h), dtype=x.dtype, device=x.device)
     if m and h:
-        _launch(rmsnorm_launch_spec(m, h, float(eps)), dict(x=rows, weight=weight, out=out),
-                launcher)
+        _launch(rmsnorm_launch_spec(m, h, float(eps), pdl=programmatic_launch(x.device)),
+                dict(x=rows, weight=weight, out=out), launcher)
     return out.reshape(x.shape)
 
 
@@ -130,7 +135,8 @@ def log_softmax(x, *, launcher: Launcher = run_kernel) -> torch.Tensor:
     m, v = x.shape
     out = torch.empty((m, v), dtype=torch.float32, device=x.device)
     if m and v:
-        _launch(log_softmax_launch_spec(m, v), dict(x=x, out=out), launcher)
+        _launch(log_softmax_launch_spec(m, v, pdl=programmatic_launch(x.device)),
+                dict(x=x, out=out), launcher)
     return out
 
 
@@ -179,9 +185,15 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
     the op quantizes its rows as it stores them, so no quantization launch follows.
 
     A decode call (T == R) takes the split shape, its contexts' segments spread over
-    programs (`kernels.bi_attention_split`, then `kernels.bi_attention_combine`, with an
-    fp32 workspace sized by block_tables' width, so CUDA Graph capture works); any other
-    call the tile kernel. Both reduce a query identically: the same bits either way."""
+    programs (`kernels.bi_attention_split`, with an fp32 workspace sized by block_tables'
+    width, so CUDA Graph capture works), each program reducing a segment for a KV head's
+    whole GQA group of query heads at once and the last of a row to arrive merging the
+    row's segments, in one launch (its arrival counters, `ops.launch.split_k_counters`,
+    grow only outside a capture: run a decode call of the captured shape once before
+    capturing it); any other call the tile kernel. Both reduce a query identically: the
+    same bits either way. On SM90+ GPUs the kernels are launched with programmatic
+    dependent launch (`ops.launch.programmatic_launch`), which moves when they start,
+    never their bits."""
     q = require_tensor(q, "q")
     require_dtype(q, "q", HALF_DTYPES)
     _require_dim(q, "q", 3, "(T, Hq, D)")
@@ -234,18 +246,21 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
     tensors = dict(q=q, k_cache=k_cache, v_cache=v_cache, out=out, out_scale=out_scale,
                    block_tables=block_tables, context_lens=context_lens,
                    query_starts=query_starts)
+    pdl = programmatic_launch(q.device)
     if attention_splits_kv(num_tokens, num_requests):
         max_blocks = block_tables.shape[1]
         for role, shape in attention_workspace_shapes(num_tokens, num_q_heads, head_dim,
                                                       block_size, max_blocks).items():
             tensors[role] = torch.empty(shape, dtype=torch.float32, device=q.device)
+        tensors["counters"] = split_k_counters(
+            q.device, attention_counter_tiles(num_tokens, num_q_heads, num_kv_heads))
         calls = attention_split_launch_spec(num_tokens, num_requests, num_q_heads,
                                             num_kv_heads, head_dim, block_size, max_blocks,
-                                            float(scale), quantize_out=quantize_out)
+                                            float(scale), quantize_out=quantize_out, pdl=pdl)
     else:
         calls = (attention_launch_spec(num_tokens, num_requests, num_q_heads, num_kv_heads,
                                        head_dim, block_size, float(scale),
-                                       quantize_out=quantize_out),)
+                                       quantize_out=quantize_out, pdl=pdl),)
     for call in calls:
         _launch(call, tensors, launcher)
     return result
@@ -368,7 +383,7 @@ def qk_norm_rope_write(q, k, v, q_weight, k_weight, eps: float, cos, sin, k_cach
     if num_tokens == 0 or num_q_heads + num_kv_heads == 0:
         return q_out
     call = qk_norm_rope_launch_spec(num_tokens, num_q_heads, num_kv_heads, head_dim,
-                                    num_slots, float(eps))
+                                    num_slots, float(eps), pdl=programmatic_launch(q.device))
     _launch(call, dict(q=q, k=k, v=v, q_weight=q_weight, k_weight=k_weight, cos=cos, sin=sin,
                        k_cache=k_cache, v_cache=v_cache, slot_mapping=slot_mapping,
                        q_out=q_out), launcher)

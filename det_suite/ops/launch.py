@@ -8,6 +8,7 @@ to record what would be launched. Nothing patches module globals.
 from __future__ import annotations
 
 from dataclasses import replace
+from functools import lru_cache
 from typing import Any, Callable
 
 import torch
@@ -20,6 +21,24 @@ from det_suite.policy import LaunchConfig
 
 # (kernel, call, bound runtime arguments, constexprs + options) -> whatever it returns
 Launcher = Callable[[Any, KernelCall, list, dict], Any]
+
+
+def programmatic_launch(device) -> bool:
+    """Whether kernels on `device` are launched with programmatic dependent launch (PDL):
+    CUDA devices of SM90 or newer. The interpreter (a CPU tensor) runs programs one after
+    another and has no grid-dependency instructions; PDL only moves a GPU launch, never
+    the arithmetic, so where it is off the bits are the same."""
+    device = torch.device(device)
+    if device.type != "cuda":
+        return False
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return _capability_major(index) >= 9
+
+
+@lru_cache(maxsize=None)
+def _capability_major(index: int) -> int:
+    # Asked on every op call of an eager forward: the driver query is cached per device.
+    return torch.cuda.get_device_capability(index)[0]
 
 
 def run_kernel(kernel, call: KernelCall, args: list, keywords: dict):
@@ -44,14 +63,17 @@ _MIN_COUNTERS = 1 << 16
 
 
 def split_k_counters(device: torch.device, tiles: int) -> torch.Tensor:
-    """Per-tile arrival counters for the fused split-K fix-up, one zeroed buffer per device.
+    """Per-tile arrival counters for the fused split-K fix-up, one zeroed buffer per device,
+    shared by every kernel that ends with one: the split-K GEMM and the split decode
+    attention (`kernels.bi_attention_split`).
 
     Kernels leave every counter at zero when they finish, so the buffer serves every launch
     and every CUDA Graph replay. It is keyed by device, not stream: a graph is captured on
     its own stream after an eager warm-up on another, and must find the warm-up's buffer.
-    The cost is that two split-K GEMMs must not run concurrently on different streams of one
-    device (engines run linears on one stream). A buffer is never freed when it grows,
-    because a captured graph keeps its raw pointer.
+    The cost is that two kernels using it must not run concurrently on different streams of
+    one device (engines run a forward on one stream; with PDL a kernel waits for the
+    previous grid before its first access, so launches on one stream never overlap on it).
+    A buffer is never freed when it grows, because a captured graph keeps its raw pointer.
     """
     buf = _counter_buffers.get(str(device))
     if buf is None or buf.numel() < tiles:

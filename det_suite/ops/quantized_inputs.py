@@ -14,7 +14,8 @@ the gated MLP's product, that producer can quantize it in the same pass:
 Each result is byte for byte `quantize_fp8(<the unfused op's output>, scale)` (the fused
 kernels share the norm's row arithmetic and the quantization's definition), so a linear fed
 a `QuantizedInput` through `linear_on_quantized` gives `fp8_linear`'s bits. Arguments are
-checked like the other ops' (ValueError / TypeError naming the argument).
+checked like the other ops' (ValueError / TypeError naming the argument). Like theirs, the
+launches use programmatic dependent launch on SM90+ (`ops.launch.programmatic_launch`).
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ import torch
 from det_suite.kernels import registry
 from det_suite.ops.bi_launch_spec import (MAX_QUANTIZED_OUTPUTS, mul_quantize_launch_spec,
                                           rmsnorm_quantize_launch_spec)
-from det_suite.ops.launch import Launcher, run_kernel
+from det_suite.ops.launch import Launcher, programmatic_launch, run_kernel
 from det_suite.ops.linear import fp8_scaled_mm
 from det_suite.ops.validation import (ACTIVATION_DTYPES, FP8_DTYPE, require_dtype,
                                       require_same_device, require_tensor, validate_scale)
@@ -76,7 +77,8 @@ def rms_norm_quantized_stacked(x, weight, eps: float, scales: Sequence[torch.Ten
     stacked = torch.empty((len(scales), m, h), dtype=FP8_DTYPE, device=x.device)
     outs = stacked.unbind(0)
     if m and h:
-        call = rmsnorm_quantize_launch_spec(m, h, float(eps), len(scales))
+        call = rmsnorm_quantize_launch_spec(m, h, float(eps), len(scales),
+                                            pdl=programmatic_launch(x.device))
         tensors = dict(x=rows, weight=weight)
         tensors.update({f"q{i}": q for i, q in enumerate(outs)})
         tensors.update({f"scale{i}": s for i, s in enumerate(scales)})
@@ -114,8 +116,8 @@ def _product_quantized(a, b, scale, names: tuple[str, str], *, silu_a: bool,
     m, n = a_rows.shape
     q = torch.empty((m, n), dtype=FP8_DTYPE, device=a.device)
     if m and n:
-        _launch(mul_quantize_launch_spec(m, n, silu_a=silu_a),
-                dict(a=a_rows, b=b_rows, q=q, scale=scale), launcher)
+        call = mul_quantize_launch_spec(m, n, silu_a=silu_a, pdl=programmatic_launch(a.device))
+        _launch(call, dict(a=a_rows, b=b_rows, q=q, scale=scale), launcher)
     return q.reshape(a.shape)
 
 
@@ -175,7 +177,8 @@ def add_rms_norm_quantized_stacked(x, delta, weight, eps: float,
     summed = torch.empty((m, h), dtype=x.dtype, device=x.device)
     stacked = torch.empty((len(scales), m, h), dtype=FP8_DTYPE, device=x.device)
     if m and h:
-        call = rmsnorm_quantize_launch_spec(m, h, float(eps), len(scales), residual=True)
+        call = rmsnorm_quantize_launch_spec(m, h, float(eps), len(scales), residual=True,
+                                            pdl=programmatic_launch(x.device))
         tensors = dict(x=rows, delta=delta_rows, weight=weight, summed=summed)
         tensors.update({f"q{i}": q for i, q in enumerate(stacked.unbind(0))})
         tensors.update({f"scale{i}": s for i, s in enumerate(scales)})

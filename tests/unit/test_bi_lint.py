@@ -101,8 +101,8 @@ def test_lint_launch_mirrors_the_silu_product(m):
 
 
 @pytest.mark.parametrize("shape, kernels", [
-    ((1, 1, 16), ["bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel"]),
-    ((8, 8, 1), ["bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel"]),
+    ((1, 1, 16), ["bi_paged_attention_split_kernel"]),
+    ((8, 8, 1), ["bi_paged_attention_split_kernel"]),
     ((4096, 1, 16), ["bi_paged_attention_kernel"]),
     ((37, 2, 1), ["bi_paged_attention_kernel"]),
 ], ids=["decode", "decode-batch", "prefill", "ragged"])
@@ -161,10 +161,86 @@ def test_compile_jobs_are_plain_data():
 def test_split_attention_kernel_must_hold_the_tile_kernels_instruction():
     """A decode row has a prefill row's bits only if one MMA instruction computes both."""
     kernel = registry.entry("bi_paged_attention_split_kernel")
-    own = len(op_kernels.op_kernel_launches(kernel.name))
-    partner = len(op_kernels.op_kernel_jobs(kernel, 90)) - own
-    assert partner == len(op_kernels.op_kernel_launches("bi_paged_attention_kernel"))
+    tile_kernel = registry.entry("bi_paged_attention_kernel")
+    partner = len(op_kernels.op_kernel_jobs(tile_kernel, 90))
+    own = len(op_kernels.op_kernel_jobs(kernel, 90)) - partner
+    assert own == 2 * len(op_kernels.op_kernel_launches(kernel.name))  # plain and PDL
     result, violations = op_kernels.lint_op_kernel(
         kernel, 90, _outcomes(kernel, [_mma("wgmma", 16, "bf16")] * own
                               + [_mma("mma.sync", 16, "bf16")] * partner))
     assert result.status == "violation" and "bi_paged_attention_kernel T=" in violations[0]
+
+
+# ------------------------------------------------------------ programmatic dependent launch
+
+WAITS_FIRST = dict(waits=True, launches_dependents=True, first_access="ld.global.b32",
+                   access_before_wait=None)
+LOADS_BEFORE_WAIT = dict(WAITS_FIRST, access_before_wait="ld.global.b32 %r1, [%rd1]")
+
+
+def _is_pdl(job) -> bool:
+    flags = (dict(job.constexprs).get("USE_PDL"), dict(job.options).get("launch_pdl"))
+    assert flags[0] == flags[1], f"{job.attr}: USE_PDL and launch_pdl disagree: {flags}"
+    return bool(flags[1])
+
+
+@pytest.mark.parametrize("capability, pdl", [(80, False), (89, False), (90, True),
+                                             (100, True), (120, True)],
+                         ids=lambda v: f"sm_{v}" if isinstance(v, int) else None)
+def test_op_kernels_are_linted_with_pdl_on_sm90_and_newer(capability, pdl):
+    """Every op launch again with PDL where the ops launch with it, so its wait is checked;
+    before SM90 none."""
+    for kernel in op_kernels.linted_op_kernels(capability):
+        jobs = [(label, job) for label, job in op_kernels.op_kernel_jobs(kernel, capability)
+                if not label.startswith(tuple(op_kernels.SAME_MMA_AS.values()))]
+        pdl_labels = [label for label, job in jobs if _is_pdl(job)]
+        plain = [label for label, _launch in op_kernels.op_kernel_launches(kernel.name)]
+        assert pdl_labels == ([f"{label} pdl" for label in plain] if pdl else []), kernel.name
+    assert {k.name for k in op_kernels.linted_op_kernels(capability)} == \
+        (set(op_kernels.OP_KERNEL_NAMES) if pdl else {k.name for k in op_kernels.MMA_OP_KERNELS})
+
+
+def _pdl_outcomes(kernel, capability=90, order=WAITS_FIRST):
+    """Fake compile outcomes of every launch the rule checks: the registry's instruction
+    (or none), and each PDL listing waiting as `order` says."""
+    mma = [_mma("wgmma", 16, "bf16")] if kernel.operand_dtype else []
+    return {job.key: CompileOutcome(ok=True, instructions=mma,
+                                    grid_dependency=order if _is_pdl(job) else None)
+            for _label, job in op_kernels.op_kernel_jobs(kernel, capability)}
+
+
+@pytest.mark.parametrize("kernel_name", op_kernels.OP_KERNEL_NAMES)
+def test_pdl_launches_that_wait_first_pass(kernel_name):
+    kernel = registry.entry(kernel_name)
+    result, violations = op_kernels.lint_op_kernel(kernel, 90, _pdl_outcomes(kernel))
+    assert (result.status, violations) == ("ok", [])
+    assert "waits for the previous grid first" in result.summary
+
+
+@pytest.mark.parametrize("kernel_name", op_kernels.OP_KERNEL_NAMES)
+def test_a_pdl_launch_that_loads_before_its_wait_is_a_violation(kernel_name):
+    kernel = registry.entry(kernel_name)
+    result, violations = op_kernels.lint_op_kernel(
+        kernel, 90, _pdl_outcomes(kernel, order=LOADS_BEFORE_WAIT))
+    assert result.status == "violation"
+    assert "pdl: 'ld.global.b32 %r1, [%rd1]' before griddepcontrol.wait" in violations[0]
+
+
+def test_the_rule_flags_a_pdl_launch_of_a_kernel_compiled_without_its_wait():
+    """On real PTX: the norm feeding FP8 linears launched with PDL but compiled with USE_PDL
+    off (a kernel that touches memory without waiting) is what the rule exists to catch."""
+    from det_suite.lint import compile_outcomes
+
+    kernel = registry.entry("bi_rmsnorm_quantize_kernel")
+    label, launch = op_kernels.op_kernel_launches(kernel.name, pdl=True)[-1]
+    launch.constexprs["USE_PDL"] = False
+    (mutant,) = compile_outcomes([specialize(launch, kernel.module, kernel.name, 90)],
+                                 workers=1)
+    assert mutant.ok, mutant.error
+    outcomes = _pdl_outcomes(kernel)
+    (pdl_job,) = [job for job_label, job in op_kernels.op_kernel_jobs(kernel, 90)
+                  if job_label == label]
+    outcomes[pdl_job.key] = mutant
+    result, violations = op_kernels.lint_op_kernel(kernel, 90, outcomes)
+    assert result.status == "violation"
+    assert f"{label}: no griddepcontrol.wait anywhere" in violations[0]

@@ -7,6 +7,7 @@ to record what would be launched. Nothing patches module globals.
 
 from __future__ import annotations
 
+import os
 from dataclasses import replace
 from functools import lru_cache
 from typing import Any, Callable
@@ -23,13 +24,18 @@ from det_suite.policy import LaunchConfig
 Launcher = Callable[[Any, KernelCall, list, dict], Any]
 
 
+# Set to 0 to launch the batch-invariant ops without PDL (bits are the same either way): to
+# time each kernel on its own, or where a driver mishandles programmatic launches.
+PDL_ENV = "DET_SUITE_PDL"
+
+
 def programmatic_launch(device) -> bool:
     """Whether kernels on `device` are launched with programmatic dependent launch (PDL):
-    CUDA devices of SM90 or newer. The interpreter (a CPU tensor) runs programs one after
-    another and has no grid-dependency instructions; PDL only moves a GPU launch, never
+    CUDA devices of SM90 or newer, unless DET_SUITE_PDL=0. The interpreter (a CPU tensor)
+    runs programs one after another and has no grid-dependency instructions; PDL only moves a GPU launch, never
     the arithmetic, so where it is off the bits are the same."""
     device = torch.device(device)
-    if device.type != "cuda":
+    if device.type != "cuda" or os.environ.get(PDL_ENV, "1") == "0":
         return False
     index = device.index if device.index is not None else torch.cuda.current_device()
     return _capability_major(index) >= 9

@@ -1,9 +1,7 @@
 """Batch-invariant causal attention over a paged KV cache: prefill with a query offset,
 chunked prefill and decode, one program per (query tile, head) walking its segments in
-registers. Decode calls may instead take the split shape (`bi_attention_split.py`, whose
-last program per row merges the segments with `bi_attention_combine.combine_segments`),
-which computes the same bits with one program per (KV head, segment), a GQA group's query
-heads in its tile's rows.
+registers. Decode calls may instead take the split shape (`bi_attention_split.py`, then
+`bi_attention_combine.py`), which computes the same bits with one program per segment.
 
 Request r owns query rows query_starts[r]:query_starts[r+1]; its keys and values for
 positions 0 .. context_lens[r] + q_len - 1 are already in the cache, position p in block
@@ -28,9 +26,7 @@ Why a query's bits depend only on its own q row and the K/V at its positions:
   exactly), its probabilities are 0, and it adds exact zeros to the sum and the
   accumulator. Such a segment keeps a fresh state (max -inf), which the merge selects away.
 - BLOCK_Q is the same for every launch of either shape, so every call uses one MMA
-  instruction, whose arithmetic for a row does not read the other rows: which row a query
-  takes (its position's here, its head's rank in the GQA group in the split shape) and what
-  the other rows hold do not reach its bits.
+  instruction, whose arithmetic for a row does not read the other rows.
 - Keys past the request's cached length are never read (masked to zero), so whatever the
   cache holds there (stale pages, another request's data) cannot reach a row.
 
@@ -42,10 +38,6 @@ Programs are laid out over query tiles of all requests: request r's tiles start 
 query_starts[r] // BLOCK_Q + r, which leaves room for ceil(q_len / BLOCK_Q) tiles; the few
 programs past a request's last tile store nothing. The grid (T // BLOCK_Q + R, Hq) needs
 no device-to-host copy, so the launch can be captured in a CUDA graph.
-
-With USE_PDL (programmatic dependent launch) a program waits for the previous grid before
-its first load, so it may be launched while that grid drains
-(`grid_dependency.wait_for_previous_grid`).
 """
 
 import triton
@@ -53,7 +45,6 @@ import triton.language as tl
 
 from det_suite.kernels.bi_attention_segment import (attend_segment, attention_output,
                                                     merge_segment)
-from det_suite.kernels.grid_dependency import wait_for_previous_grid
 
 
 @triton.jit
@@ -73,9 +64,7 @@ def bi_paged_attention_kernel(
     BLOCK_Q: tl.constexpr, BLOCK_KV: tl.constexpr,
     SEGMENT: tl.constexpr,
     QUANTIZE_OUT: tl.constexpr, FP8_MAX: tl.constexpr,
-    USE_PDL: tl.constexpr,
 ):
-    wait_for_previous_grid(USE_PDL)
     tile = tl.program_id(0)
     head = tl.program_id(1)
     kv_head = head // GROUP

@@ -40,6 +40,8 @@ KERNELS: dict[str, KernelEntry] = {entry.name: entry for entry in (
                 gemm=False),
     KernelEntry("bi_paged_attention_split_kernel", "det_suite.kernels.bi_attention_split",
                 "bf16", gemm=False),
+    KernelEntry("bi_paged_attention_combine_kernel", "det_suite.kernels.bi_attention_combine",
+                None, "no MMA (ordered fp32 merge of attention segments, optional FP8 output)", gemm=False),
     KernelEntry("bi_rmsnorm_kernel", "det_suite.kernels.bi_rmsnorm", None,
                 "no MMA (per-row fp32 sum)", gemm=False),
     KernelEntry("bi_log_softmax_kernel", "det_suite.kernels.bi_log_softmax", None,

@@ -8,13 +8,14 @@ compiled are `ops.bi_launch_spec`'s descriptions bound to stand-ins, at the call
 Triton specialises differently: one row / one request (ints equal to 1 become constants),
 a row count that is no multiple of 16, and a large prefill; for attention also a page
 size of 1, and each call again returning the o projection's FP8 input (`out_scale`: the
-epilogue quantizes). Attention has two launch shapes (its tile kernel; the split kernel
-for decode calls), each linted at the calls that take it, and the split kernel must hold
-the tile kernel's signature (`SAME_MMA_AS`): a decode row has a prefill row's bits only if
-one instruction computes both.
+epilogue quantizes). Attention has two launch shapes (its tile kernel; the split partial
+and combine kernels for decode calls), each linted at the calls that take it, and the
+split partial kernel must hold the tile kernel's signature (`SAME_MMA_AS`): a decode row
+has a prefill row's bits only if one instruction computes both.
 
 On targets with programmatic dependent launch (SM90+, where `ops.launch.programmatic_launch`
-turns it on) every op kernel is also compiled as launched with PDL, and such a launch must
+turns it on) every op kernel but attention's (launched plain) is also compiled as launched
+with PDL, and such a launch must
 wait for the previous grid (griddepcontrol.wait) before any global memory access: it may
 start while that grid still writes its input. Kernels without MMA are linted plain once,
 as fixed kernels (`variants.FIXED_KERNELS`); here they are linted at their PDL launches.
@@ -40,12 +41,13 @@ CACHE_BLOCKS, MAX_BLOCKS = 1024, 256
 # Row counts: decode (Triton's M == 1 constant), a ragged count, a large prefill.
 ROW_COUNTS = (1, 37, 4096)
 # paged_attention calls as (tokens, requests, page size). Decode calls (T == R) launch the
-# split shape (its split kernel): decode of one, of a batch, with pages of one
+# split shape (partial and combine kernels): decode of one, of a batch, with pages of one
 # token. The others the tile kernel: a prefill, a ragged batch, pages of one token (the
 # page size becomes a constant). Each kernel is linted at the calls that launch it.
 ATTENTION_CALLS = ((1, 1, 16), (4, 4, 16), (8, 8, 1), (4096, 1, 16), (1000, 3, 16),
                    (37, 2, 1))
-ATTENTION_KERNELS = ("bi_paged_attention_kernel", "bi_paged_attention_split_kernel")
+ATTENTION_KERNELS = ("bi_paged_attention_kernel", "bi_paged_attention_split_kernel",
+                     "bi_paged_attention_combine_kernel")
 # Targets whose launches use PDL: SM90 and newer (`ops.launch.programmatic_launch`).
 PDL_MIN_CAPABILITY = 90
 
@@ -83,13 +85,13 @@ def _log_softmax(m: int, pdl: bool = False) -> KernelLaunch:
                                 out=contiguous(torch.float32, m, VOCAB)))
 
 
-def _attention(tokens: int, requests: int, page: int, quantize_out: bool = False,
-               pdl: bool = False) -> dict[str, KernelLaunch]:
+def _attention(tokens: int, requests: int, page: int, quantize_out: bool = False
+               ) -> dict[str, KernelLaunch]:
     """Every launch of one paged_attention call, by kernel; with quantize_out, the call
     that returns the o projection's FP8 input (out_scale given)."""
     import torch
 
-    from det_suite.ops.bi_launch_spec import (attention_counter_tiles, attention_launch_spec,
+    from det_suite.ops.bi_launch_spec import (attention_launch_spec,
                                               attention_split_launch_spec, attention_splits_kv,
                                               attention_workspace_shapes)
 
@@ -104,15 +106,13 @@ def _attention(tokens: int, requests: int, page: int, quantize_out: bool = False
     scale = HEAD_DIM ** -0.5
     if attention_splits_kv(tokens, requests):
         calls = attention_split_launch_spec(tokens, requests, Q_HEADS, KV_HEADS, HEAD_DIM,
-                                            page, MAX_BLOCKS, scale, quantize_out=quantize_out,
-                                            pdl=pdl)
+                                            page, MAX_BLOCKS, scale, quantize_out=quantize_out)
         for role, shape in attention_workspace_shapes(tokens, Q_HEADS, HEAD_DIM, page,
                                                       MAX_BLOCKS).items():
             tensors[role] = contiguous(torch.float32, *shape)
-        tensors["counters"] = contiguous(i32, attention_counter_tiles(tokens, Q_HEADS, KV_HEADS))
     else:
         calls = (attention_launch_spec(tokens, requests, Q_HEADS, KV_HEADS, HEAD_DIM, page,
-                                       scale, quantize_out=quantize_out, pdl=pdl),)
+                                       scale, quantize_out=quantize_out),)
     return {call.kernel: bind_call(call, tensors) for call in calls}
 
 
@@ -174,8 +174,10 @@ def op_kernel_launches(name: str, *, pdl: bool = False) -> list[tuple[str, Kerne
     same launches with programmatic dependent launch (labels end in ' pdl')."""
     tag = " pdl" if pdl else ""
     if name in ATTENTION_KERNELS:  # each call as it is and returning FP8 (the model's)
-        calls = [(f"T={t} R={r} page={p}{' fp8-out' if fp8 else ''}{tag}",
-                  _attention(t, r, p, fp8, pdl))
+        if pdl:
+            return []   # paged_attention launches plain
+        calls = [(f"T={t} R={r} page={p}{' fp8-out' if fp8 else ''}",
+                  _attention(t, r, p, fp8))
                  for fp8 in (False, True) for t, r, p in ATTENTION_CALLS]
         return [(label, launches[name]) for label, launches in calls if name in launches]
     builders = {"bi_matmul_kernel": _matmul, "bi_rmsnorm_kernel": _rmsnorm,
@@ -197,7 +199,7 @@ def op_kernel_launches(name: str, *, pdl: bool = False) -> list[tuple[str, Kerne
 OP_KERNEL_NAMES = ("bi_matmul_kernel", "bi_paged_attention_kernel", "bi_rmsnorm_kernel",
                    "bi_log_softmax_kernel", "bi_qk_norm_rope_kernel",
                    "bi_rmsnorm_quantize_kernel", "bi_mul_quantize_kernel",
-                   "bi_paged_attention_split_kernel")
+                   "bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel")
 OP_KERNELS: tuple[registry.KernelEntry, ...] = tuple(map(registry.entry, OP_KERNEL_NAMES))
 # The op kernels that feed tensor cores, linted here at every launch; those without MMA are
 # fixed kernels (`variants.FIXED_KERNELS`), linted there at `op_kernel_launches(name)[-1]`
@@ -217,10 +219,16 @@ def launches_pdl(capability: int) -> bool:
     return capability >= PDL_MIN_CAPABILITY
 
 
+# The op kernels launched with PDL where the target has it: all but attention's.
+PDL_OP_KERNEL_NAMES = tuple(name for name in OP_KERNEL_NAMES if name not in ATTENTION_KERNELS)
+
+
 def linted_op_kernels(capability: int) -> tuple[registry.KernelEntry, ...]:
     """The op kernels `lint_op_kernel` checks on a target: those with MMA everywhere, the
     others where they are launched with PDL."""
-    return OP_KERNELS if launches_pdl(capability) else MMA_OP_KERNELS
+    if not launches_pdl(capability):
+        return MMA_OP_KERNELS
+    return tuple(k for k in OP_KERNELS if k.operand_dtype or k.name in PDL_OP_KERNEL_NAMES)
 
 
 def op_kernel_jobs(kernel: registry.KernelEntry, capability: int):

@@ -5,10 +5,10 @@
 
 A row's (a query's) output bits depend on that row's inputs only: never on how many rows
 the call holds, on the other requests, or on how a prefill was chunked. Each op launches
-one kernel with one tile for every call (`ops.bi_launch_spec`); paged_attention's decode
-calls launch another kernel than its other calls (a program per segment of a context, the
-last of a row to finish merging them) with the tile kernel's tile and the same bits. On
-SM90+ GPUs every launch uses programmatic dependent launch
+one kernel with one tile for every call (`ops.bi_launch_spec`), except paged_attention's
+decode calls, which launch two (a partial kernel over the context's segments, then their
+combine) with the tile kernel's tile and the same bits. On SM90+ GPUs every op but
+paged_attention launches with programmatic dependent launch
 (`ops.launch.programmatic_launch`): a kernel starts while the one before it drains and
 waits for it before touching memory, the same bits either way. Arguments are checked
 before anything launches (ValueError / TypeError naming the argument); nothing is
@@ -22,13 +22,12 @@ from __future__ import annotations
 import torch
 
 from det_suite.kernels import registry
-from det_suite.ops.bi_launch_spec import (ATTENTION_TILE, attention_counter_tiles,
-                                          attention_launch_spec,
+from det_suite.ops.bi_launch_spec import (ATTENTION_TILE, attention_launch_spec,
                                           attention_split_launch_spec, attention_splits_kv,
                                           attention_workspace_shapes,
                                           log_softmax_launch_spec, matmul_launch_spec,
                                           qk_norm_rope_launch_spec, rmsnorm_launch_spec)
-from det_suite.ops.launch import Launcher, programmatic_launch, run_kernel, split_k_counters
+from det_suite.ops.launch import Launcher, programmatic_launch, run_kernel
 from det_suite.ops.validation import (FP8_DTYPE, require_dtype, require_same_device,
                                       require_tensor, validate_scale)
 
@@ -185,15 +184,9 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
     the op quantizes its rows as it stores them, so no quantization launch follows.
 
     A decode call (T == R) takes the split shape, its contexts' segments spread over
-    programs (`kernels.bi_attention_split`, with an fp32 workspace sized by block_tables'
-    width, so CUDA Graph capture works), each program reducing a segment for a KV head's
-    whole GQA group of query heads at once and the last of a row to arrive merging the
-    row's segments, in one launch (its arrival counters, `ops.launch.split_k_counters`,
-    grow only outside a capture: run a decode call of the captured shape once before
-    capturing it); any other call the tile kernel. Both reduce a query identically: the
-    same bits either way. On SM90+ GPUs the kernels are launched with programmatic
-    dependent launch (`ops.launch.programmatic_launch`), which moves when they start,
-    never their bits."""
+    programs (`kernels.bi_attention_split`, then `kernels.bi_attention_combine`, with an
+    fp32 workspace sized by block_tables' width, so CUDA Graph capture works); any other
+    call the tile kernel. Both reduce a query identically: the same bits either way."""
     q = require_tensor(q, "q")
     require_dtype(q, "q", HALF_DTYPES)
     _require_dim(q, "q", 3, "(T, Hq, D)")
@@ -246,21 +239,18 @@ def paged_attention(q, k_cache, v_cache, block_tables, context_lens, query_start
     tensors = dict(q=q, k_cache=k_cache, v_cache=v_cache, out=out, out_scale=out_scale,
                    block_tables=block_tables, context_lens=context_lens,
                    query_starts=query_starts)
-    pdl = programmatic_launch(q.device)
     if attention_splits_kv(num_tokens, num_requests):
         max_blocks = block_tables.shape[1]
         for role, shape in attention_workspace_shapes(num_tokens, num_q_heads, head_dim,
                                                       block_size, max_blocks).items():
             tensors[role] = torch.empty(shape, dtype=torch.float32, device=q.device)
-        tensors["counters"] = split_k_counters(
-            q.device, attention_counter_tiles(num_tokens, num_q_heads, num_kv_heads))
         calls = attention_split_launch_spec(num_tokens, num_requests, num_q_heads,
                                             num_kv_heads, head_dim, block_size, max_blocks,
-                                            float(scale), quantize_out=quantize_out, pdl=pdl)
+                                            float(scale), quantize_out=quantize_out)
     else:
         calls = (attention_launch_spec(num_tokens, num_requests, num_q_heads, num_kv_heads,
                                        head_dim, block_size, float(scale),
-                                       quantize_out=quantize_out, pdl=pdl),)
+                                       quantize_out=quantize_out),)
     for call in calls:
         _launch(call, tensors, launcher)
     return result

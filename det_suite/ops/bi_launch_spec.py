@@ -7,11 +7,9 @@ On SM90 a BLOCK_M (BLOCK_Q) of 64 with 4 warps is a wgmma tile and 16/32 an mma.
 M except the grid. Everything else may depend on the shape's fixed dimensions only.
 
 One exception, by design: attention launches decode calls (T == R) in a split shape (a
-program per KV head and segment, its GQA group's query heads in the tile's rows; the last
-program of a row and KV head to arrive merges the row's segments in order, in the same
-launch) and other calls in its tile kernel. Both shapes have the same tile (BLOCK_Q,
-BLOCK_KV, SEGMENT) and warps, and reduce a query in the same order, so the choice moves
-work between programs, never a query's bits.
+program per KV segment, then an ordered merge) and other calls in its tile kernel. Both
+shapes have the same tile (BLOCK_Q, BLOCK_KV, SEGMENT) and warps, and reduce a query in the
+same order, so the choice moves work between programs, never a query's bits.
 
 Like `ops.launch_spec`, a description here is what both the launcher and the instruction
 lint (`lint.op_kernels`) bind, so the lint compiles exactly what runs.
@@ -48,14 +46,15 @@ MATMUL_TILE = OpTile("bi_matmul_kernel",
 RMSNORM_TILE = OpTile("bi_rmsnorm_kernel", (("BLOCK_H", 1024),), 4, 1)
 LOG_SOFTMAX_TILE = OpTile("bi_log_softmax_kernel", (("BLOCK_V", 4096),), 8, 1)
 # Attention reduces a query's keys in SEGMENT-sized segments of BLOCK_KV tiles (a multiple
-# of it), whichever of its two launch shapes runs: the split shape's kernel has the tile
-# kernel's whole tile and warps (one MMA instruction, one reduction), its BLOCK_Q rows
-# holding a GQA group's query heads instead of a request's queries (a row's bits read no
-# other row), and merges the segments it cut by SEGMENT.
+# of it), whichever of its two launch shapes runs: the split shape's partial kernel has the
+# tile kernel's whole tile and warps (one MMA instruction, one reduction); its combine
+# merges by SEGMENT.
 ATTENTION_TILE = OpTile("bi_paged_attention_kernel",
                         (("BLOCK_Q", 64), ("BLOCK_KV", 64), ("SEGMENT", 256)), 4, 2)
 ATTENTION_SPLIT_TILE = OpTile("bi_paged_attention_split_kernel", ATTENTION_TILE.tile,
                               ATTENTION_TILE.num_warps, ATTENTION_TILE.num_stages)
+ATTENTION_COMBINE_TILE = OpTile("bi_paged_attention_combine_kernel",
+                                (("SEGMENT", ATTENTION_TILE["SEGMENT"]),), 1, 1)
 # The norm that feeds FP8 linears must reproduce the norm's bits: the same tile and warps.
 RMSNORM_QUANTIZE_TILE = OpTile("bi_rmsnorm_quantize_kernel", RMSNORM_TILE.tile,
                                RMSNORM_TILE.num_warps, RMSNORM_TILE.num_stages)
@@ -64,7 +63,7 @@ MUL_QUANTIZE_TILE = OpTile("bi_mul_quantize_kernel", (("BLOCK_N", 1024),), 4, 1)
 QK_NORM_ROPE_TILE = OpTile("bi_qk_norm_rope_kernel", RMSNORM_TILE.tile,
                            RMSNORM_TILE.num_warps, RMSNORM_TILE.num_stages)
 OP_TILES = (MATMUL_TILE, RMSNORM_TILE, LOG_SOFTMAX_TILE, ATTENTION_TILE, RMSNORM_QUANTIZE_TILE,
-            MUL_QUANTIZE_TILE, QK_NORM_ROPE_TILE, ATTENTION_SPLIT_TILE)
+            MUL_QUANTIZE_TILE, QK_NORM_ROPE_TILE, ATTENTION_SPLIT_TILE, ATTENTION_COMBINE_TILE)
 MAX_QUANTIZED_OUTPUTS = 3   # a layer's q, k and v projections
 
 
@@ -173,9 +172,9 @@ def log_softmax_launch_spec(m: int, v: int, *, pdl: bool = False) -> KernelCall:
 
 
 def _attention_inputs(num_requests: int, block_size: int, scale: float) -> tuple:
-    """The arguments the two attention kernels (the tile kernel, the split one) take
-    first, in their order: q, the caches, the requests' metadata, the softmax scale and
-    the strides of all of them."""
+    """The arguments the two kernels that read the cache (the tile kernel, the split
+    shape's partial kernel) take first, in their order: q, the caches, the requests'
+    metadata, the softmax scale and the strides of all of them."""
     return (
         ("q_ptr", _tensor("q")), ("k_cache_ptr", _tensor("k_cache")),
         ("v_cache_ptr", _tensor("v_cache")),
@@ -193,7 +192,7 @@ def _attention_inputs(num_requests: int, block_size: int, scale: float) -> tuple
 
 
 def _attention_output(quantize_out: bool) -> tuple:
-    """The output arguments of the kernels that end the op (the tile kernel, the split one):
+    """The output arguments of the kernel that ends the op (the tile kernel, the combine):
     out, and out_scale when it quantizes (otherwise bound to out, never read)."""
     return (("out_ptr", _tensor("out")),
             ("out_scale_ptr", _tensor("out_scale" if quantize_out else "out")),
@@ -201,27 +200,24 @@ def _attention_output(quantize_out: bool) -> tuple:
 
 
 def _attention_epilogue(quantize_out: bool) -> tuple:
-    """The output kernels' epilogue constexprs: whether they quantize, and the clamp."""
+    """The output kernel's epilogue constexprs: whether it quantizes, and the clamp."""
     return (("QUANTIZE_OUT", quantize_out), ("FP8_MAX", FP8_E4M3_MAX))
 
 
 def attention_launch_spec(num_tokens: int, num_requests: int, num_q_heads: int,
                           num_kv_heads: int, head_dim: int, block_size: int,
-                          scale: float, *, quantize_out: bool = False,
-                          pdl: bool = False) -> KernelCall:
+                          scale: float, *, quantize_out: bool = False) -> KernelCall:
     """Roles q (T, Hq, D), k_cache / v_cache (blocks, block_size, Hkv, D),
     block_tables (R, max_blocks), context_lens (R,), query_starts (R + 1,), out (T, Hq, D)
     in q's dtype or, with quantize_out, float8_e4m3fn quantized with out_scale (1,) fp32.
-    quantize_out changes the epilogue only, never the tile; pdl (programmatic dependent
-    launch, `pdl_launch`) when the launch may start, never the arithmetic."""
+    quantize_out changes the epilogue only, never the tile."""
     t = ATTENTION_TILE
     grid = (num_tokens // t["BLOCK_Q"] + num_requests, num_q_heads)
-    pdl_constexprs, pdl_options = pdl_launch(pdl)
     return KernelCall(
         t.kernel, grid,
         (*_attention_inputs(num_requests, block_size, scale), *_attention_output(quantize_out)),
         (("GROUP", num_q_heads // num_kv_heads), ("HEAD_DIM", head_dim), *t.tile,
-         *_attention_epilogue(quantize_out), *pdl_constexprs), (*t.options, *pdl_options))
+         *_attention_epilogue(quantize_out)), t.options)
 
 
 def attention_splits_kv(num_tokens: int, num_requests: int) -> bool:
@@ -237,40 +233,34 @@ def attention_segments(block_size: int, max_blocks: int) -> int:
     return max(1, triton_cdiv(block_size * max_blocks, ATTENTION_TILE["SEGMENT"]))
 
 
-def attention_query_tiles(num_q_heads: int, num_kv_heads: int) -> int:
-    """Programs per KV head in the split shape's kernel: its GQA group of query
-    heads packed BLOCK_Q to a program (one program unless a group outgrows the tile)."""
-    return triton_cdiv(num_q_heads // num_kv_heads, ATTENTION_SPLIT_TILE["BLOCK_Q"])
-
-
 def attention_split_launch_spec(num_tokens: int, num_requests: int, num_q_heads: int,
                                 num_kv_heads: int, head_dim: int, block_size: int,
-                                max_blocks: int, scale: float, *, quantize_out: bool = False,
-                                pdl: bool = False) -> tuple[KernelCall]:
-    """The split shape, one launch: the split kernel over (T, Hkv * query tiles,
-    segments), each program a KV head's GQA group of query heads in one MMA tile
-    (`attention_query_tiles`); the last program of a (row, KV-head tile) to arrive merges
-    the row's segments and ends as the tile kernel does (quantize_out included). Roles as
+                                max_blocks: int, scale: float, *, quantize_out: bool = False
+                                ) -> tuple[KernelCall, KernelCall]:
+    """The split shape: the partial kernel over (T, Hq, segments), then the combine over
+    (T, Hq), which ends as the tile kernel does (quantize_out included). Roles as
     `attention_launch_spec`'s plus the fp32 workspace seg_stats (T, Hq, segments, 2) and
-    seg_acc (T, Hq, segments, D) (`attention_workspace_shapes`), per query head, and
-    counters: int32 arrival counters, zero before the launch and left zero after it, at
-    least `attention_counter_tiles` of them (`ops.launch.split_k_counters`). pdl: launched
-    with programmatic dependent launch (`pdl_launch`)."""
-    t = ATTENTION_SPLIT_TILE
-    pdl_constexprs, pdl_options = pdl_launch(pdl)
+    seg_acc (T, Hq, segments, D) (`attention_workspace_shapes`)."""
+    t, c = ATTENTION_SPLIT_TILE, ATTENTION_COMBINE_TILE
     workspace = (("stride_st", _stride("seg_stats", 0)), ("stride_sh", _stride("seg_stats", 1)),
                  ("stride_ss", _stride("seg_stats", 2)),
                  ("stride_at", _stride("seg_acc", 0)), ("stride_ah", _stride("seg_acc", 1)),
                  ("stride_as", _stride("seg_acc", 2)))
-    split = KernelCall(
-        t.kernel, (num_tokens, num_kv_heads * attention_query_tiles(num_q_heads, num_kv_heads),
-                   attention_segments(block_size, max_blocks)),
+    partial = KernelCall(
+        t.kernel, (num_tokens, num_q_heads, attention_segments(block_size, max_blocks)),
         (*_attention_inputs(num_requests, block_size, scale),
          ("seg_stats_ptr", _tensor("seg_stats")), ("seg_acc_ptr", _tensor("seg_acc")),
-         *workspace, ("counters_ptr", _tensor("counters")), *_attention_output(quantize_out)),
-        (("GROUP", num_q_heads // num_kv_heads), ("HEAD_DIM", head_dim), *t.tile,
-         *_attention_epilogue(quantize_out), *pdl_constexprs), (*t.options, *pdl_options))
-    return (split,)
+         *workspace),
+        (("GROUP", num_q_heads // num_kv_heads), ("HEAD_DIM", head_dim), *t.tile), t.options)
+    combine = KernelCall(
+        c.kernel, (num_tokens, num_q_heads),
+        (("seg_stats_ptr", _tensor("seg_stats")), ("seg_acc_ptr", _tensor("seg_acc")),
+         ("context_lens_ptr", _tensor("context_lens")),
+         ("query_starts_ptr", _tensor("query_starts")),
+         ("num_requests", _value(num_requests)), *workspace,
+         ("q_ptr", _tensor("q")), *_attention_output(quantize_out)),
+        (("HEAD_DIM", head_dim), *c.tile, *_attention_epilogue(quantize_out)), c.options)
+    return partial, combine
 
 
 def attention_workspace_shapes(num_tokens: int, num_q_heads: int, head_dim: int,
@@ -280,12 +270,6 @@ def attention_workspace_shapes(num_tokens: int, num_q_heads: int, head_dim: int,
     segments = attention_segments(block_size, max_blocks)
     return {"seg_stats": (num_tokens, num_q_heads, segments, 2),
             "seg_acc": (num_tokens, num_q_heads, segments, head_dim)}
-
-
-def attention_counter_tiles(num_tokens: int, num_q_heads: int, num_kv_heads: int) -> int:
-    """The split shape's arrival counters: one per (row, KV-head tile), the programs of
-    its grid's first two dimensions."""
-    return num_tokens * num_kv_heads * attention_query_tiles(num_q_heads, num_kv_heads)
 
 
 def qk_norm_rope_launch_spec(num_tokens: int, num_q_heads: int, num_kv_heads: int,

@@ -69,17 +69,14 @@ _MIN_COUNTERS = 1 << 16
 
 
 def split_k_counters(device: torch.device, tiles: int) -> torch.Tensor:
-    """Per-tile arrival counters for the fused split-K fix-up, one zeroed buffer per device,
-    shared by every kernel that ends with one: the split-K GEMM and the split decode
-    attention (`kernels.bi_attention_split`).
+    """Per-tile arrival counters for the fused split-K fix-up, one zeroed buffer per device.
 
     Kernels leave every counter at zero when they finish, so the buffer serves every launch
     and every CUDA Graph replay. It is keyed by device, not stream: a graph is captured on
     its own stream after an eager warm-up on another, and must find the warm-up's buffer.
-    The cost is that two kernels using it must not run concurrently on different streams of
-    one device (engines run a forward on one stream; with PDL a kernel waits for the
-    previous grid before its first access, so launches on one stream never overlap on it).
-    A buffer is never freed when it grows, because a captured graph keeps its raw pointer.
+    The cost is that two split-K GEMMs must not run concurrently on different streams of one
+    device (engines run linears on one stream). A buffer is never freed when it grows,
+    because a captured graph keeps its raw pointer.
     """
     buf = _counter_buffers.get(str(device))
     if buf is None or buf.numel() < tiles:

@@ -1,7 +1,6 @@
 """`paged_attention` past one segment: contexts cut into SEGMENT-sized segments, and decode
-calls (T == R) launched in the split shape (a program per segment; the last of a row to
-arrive merges the row's segments in order, in the same launch) while every other call runs
-the tile kernel, which merges its segments in registers.
+calls (T == R) launched in the split shape (a program per segment, then an ordered merge)
+while every other call runs the tile kernel, which merges its segments in registers.
 
 Bit-exact (torch.equal) at contexts around segment boundaries: a decode row through the
 split shape equals the same query inside a prefill through the tile kernel; chunked prefill
@@ -10,14 +9,8 @@ other launch shape); nothing outside a row's own K/V reaches it (NaN in unwritte
 slots and in the workspace, a wider block table). Then accuracy against fp32 attention.
 Positive control: a tile kernel that cuts segments elsewhere, which the decode comparison
 must flag. With out_scale (the output quantized for the o projection) both shapes return
-`quantize_fp8` of their output byte for byte, past a segment too. The split kernel packs a
-KV head's GQA group of query heads into one MMA tile: decode equals prefill for groups of
-1 to 65 heads. The split shape's arrival counters are zero after every call, and a row of
-one segment ends without the workspace. Launch descriptions carry programmatic dependent
-launch (PDL) to both kernels when asked. The GPU tests repeat the invariances and the
-quantization at Qwen3-8B's head shapes, contexts 1..2100, with PDL where the op launches it
-(SM90+), and replay a captured decode of 2100 requests at shuffled contexts, counters zero
-after each replay.
+`quantize_fp8` of their output byte for byte, past a segment too. The GPU tests repeat the
+invariances and the quantization at Qwen3-8B's head shapes, contexts 1..2100.
 """
 
 import functools
@@ -27,8 +20,6 @@ import torch
 
 from det_suite.ops import quantize_fp8, run_kernel
 from det_suite.ops.batch_invariant import ATTENTION_TILE, paged_attention, write_kv
-from det_suite.ops.bi_launch_spec import attention_launch_spec, attention_split_launch_spec
-from det_suite.ops.launch import programmatic_launch, split_k_counters
 
 SEG = ATTENTION_TILE["SEGMENT"]
 SMALL = (4, 2, 16)      # (query heads, KV heads, head_dim)
@@ -36,7 +27,7 @@ PAGE = 16
 LONG = 2 * SEG + 6      # three segments, the last partly filled
 POSITIONS = {"first": 0, "seg-1": SEG - 1, "seg": SEG, "seg+1": SEG + 1, "2seg+5": 2 * SEG + 5}
 TILE_KERNEL = ["bi_paged_attention_kernel"]
-SPLIT_KERNELS = ["bi_paged_attention_split_kernel"]
+SPLIT_KERNELS = ["bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel"]
 
 
 def _i32(values, device):
@@ -85,19 +76,14 @@ class Cache:
 
 
 class Recorder:
-    """A launcher that runs each launch (through `launcher`, with `keywords[kernel]`
-    overriding the launch's) and records its kernel's name and its PDL flags (the kernel's
-    USE_PDL, the launch's launch_pdl)."""
+    """A launcher that runs each launch and records its kernel's name."""
 
-    def __init__(self, keywords=None, launcher=None):
-        self.kernels, self.pdl, self.keywords = [], [], keywords or {}
-        self.launcher = launcher or run_kernel
+    def __init__(self, keywords=None):
+        self.kernels, self.keywords = [], keywords or {}
 
     def __call__(self, kernel, call, args, keywords):
-        keywords = {**keywords, **self.keywords.get(call.kernel, {})}
         self.kernels.append(call.kernel)
-        self.pdl.append((keywords["USE_PDL"], keywords["launch_pdl"]))
-        return self.launcher(kernel, call, args, keywords)
+        return run_kernel(kernel, call, args, {**keywords, **self.keywords.get(call.kernel, {})})
 
 
 def decode(cache, seq, position, launcher=run_kernel):
@@ -138,103 +124,6 @@ def test_split_decode_equals_prefill_with_wider_heads_and_odd_pages(device):
     seq, cache, whole, _kernels = _prefilled(SEG + 2, (8, 2, 32), 5, device)
     for position in (SEG - 1, SEG, SEG + 1):
         assert torch.equal(decode(cache, seq, position), whole[position]), position
-
-
-# ------------------------------------------------------------------ a GQA group in one tile
-
-# (query heads, KV heads, head_dim), prefill length, page size, decode positions. The split
-# kernel puts a KV head's GROUP query heads in rows 0..GROUP-1 of one tile; a group wider
-# than BLOCK_Q takes two programs, the second's tile partly empty. Groups 2 and 4 reuse the
-# prefills of the tests above (the interpreter's time goes to the prefill).
-GQA_GROUPS = {
-    "group-1": ((1, 1, 16), SEG + 2, PAGE, (0, SEG - 1, SEG, SEG + 1)),
-    "group-2": (SMALL, LONG, PAGE, (0, SEG, SEG + 1, 2 * SEG + 5)),
-    "group-3": ((3, 1, 16), SEG + 2, PAGE, (0, SEG - 1, SEG, SEG + 1)),
-    "group-4": ((8, 2, 32), SEG + 2, 5, (0, SEG - 1, SEG, SEG + 1)),
-    "group-8": ((8, 1, 16), SEG + 2, PAGE, (0, SEG - 1, SEG, SEG + 1)),
-    "group-65": ((65, 1, 16), 20, PAGE, (0, 19)),
-}
-
-
-@pytest.mark.parametrize("heads, length, page, positions", list(GQA_GROUPS.values()),
-                         ids=list(GQA_GROUPS))
-def test_split_decode_of_a_gqa_group_equals_the_tile_kernels_prefill(device, heads, length,
-                                                                     page, positions):
-    """One decode call, request i at positions[i] (all reading the one sequence's pages):
-    every query head of every row equals its prefill row."""
-    seq, cache, whole, _kernels = _prefilled(length, heads, page, device)
-    recorder = Recorder()
-    rows = cache.attend([(i, p, seq[0][p:p + 1]) for i, p in enumerate(positions)], recorder,
-                        cache.tables.expand(len(positions), -1))
-    assert recorder.kernels == SPLIT_KERNELS
-    assert torch.equal(torch.cat(rows), whole[list(positions)])
-
-
-@pytest.mark.parametrize("q_heads, kv_heads, programs", [(32, 8, 8), (8, 8, 8), (24, 8, 8),
-                                                         (128, 1, 2), (160, 2, 4)],
-                         ids=["group-4", "group-1", "group-3", "group-128", "group-80"])
-def test_split_kernel_runs_one_program_per_kv_head_and_block_q_of_its_group(
-        q_heads, kv_heads, programs):
-    """Its grid's second dimension: KV heads times ceil(GROUP / BLOCK_Q)."""
-    (split,) = attention_split_launch_spec(3, 3, q_heads, kv_heads, 16, 16, 40, 0.25)
-    assert split.grid == (3, programs, -(-16 * 40 // SEG))
-
-
-# ------------------------------------------------------------------ finishing a row in the launch
-
-def _workspace(call, args):
-    """The split kernel's workspace tensors among a launch's arguments."""
-    return [value for (name, _arg), value in zip(call.args, args)
-            if name in ("seg_stats_ptr", "seg_acc_ptr")]
-
-
-@pytest.mark.parametrize("positions", [(2 * SEG + 5,), (SEG, 3, 2 * SEG + 5, SEG + 1)],
-                         ids=["three-segments", "a-batch-past-segments"])
-def test_the_arrival_counters_are_zero_after_a_decode_call(prefilled, positions):
-    """Each row's last program to arrive resets its counter, so the next launch (or CUDA
-    Graph replay) finds every counter at zero."""
-    seq, cache, _whole, _kernels = prefilled
-    cache.attend([(i, p, seq[0][p:p + 1]) for i, p in enumerate(positions)],
-                 tables=cache.tables.expand(len(positions), -1))
-    assert not split_k_counters(cache.k.device, 1).any()
-
-
-@pytest.mark.parametrize("position, writes_workspace", [(0, False), (SEG - 1, False),
-                                                        (SEG, True)],
-                         ids=["one-segment-first", "one-segment-last", "two-segments"])
-def test_only_a_row_of_several_segments_goes_through_the_workspace(prefilled, position,
-                                                                   writes_workspace):
-    """A row of one segment ends from its program's registers (the workspace stays NaN);
-    a row of more is merged from the workspace. The bits are the prefill's either way."""
-    seq, cache, whole, _kernels = prefilled
-    workspace = []
-
-    def launcher(kernel, call, args, keywords):
-        workspace.extend(_workspace(call, args))
-        return _nan_workspace(kernel, call, args, keywords)
-
-    assert torch.equal(decode(cache, seq, position, launcher), whole[position])
-    assert all(t.isnan().all() for t in workspace) != writes_workspace
-
-
-@pytest.mark.parametrize("pdl", [False, True], ids=["plain-launch", "pdl"])
-def test_pdl_reaches_every_attention_kernel_and_its_launch_option(pdl):
-    calls = (attention_launch_spec(40, 2, 4, 2, 16, 16, 0.25, pdl=pdl),
-             *attention_split_launch_spec(2, 2, 4, 2, 16, 16, 8, 0.25, pdl=pdl))
-    for call in calls:
-        assert (dict(call.constexprs)["USE_PDL"], dict(call.options)["launch_pdl"]) == \
-            (pdl, pdl), call.kernel
-
-
-@pytest.mark.parametrize("shape", ["prefill-chunk", "decode"])
-def test_the_op_launches_pdl_where_the_device_has_it(prefilled, device, shape):
-    """SM90+ GPUs: on; the interpreter (no grid-dependency instructions): off."""
-    seq, cache, _whole, _kernels = prefilled
-    start = SEG - 3 if shape == "prefill-chunk" else SEG
-    recorder = Recorder()
-    cache.attend([(0, start, seq[0][start:SEG + 1])], recorder)
-    pdl = programmatic_launch(device)
-    assert recorder.pdl == [(pdl, pdl)] * len(recorder.kernels)
 
 
 @pytest.mark.parametrize("chunk", [100, SEG + 44], ids=["chunk-100", "chunk-past-a-segment"])
@@ -301,10 +190,12 @@ def test_as_many_queries_as_requests_but_not_one_each(prefilled, shared_cache, e
 # ------------------------------------------------------------------ nothing else reaches a row
 
 def _nan_workspace(kernel, call, args, keywords):
-    """Fill the split kernel's workspace with NaN first: the merge must read only the
+    """Fill the split kernel's workspace with NaN first: the combine must read only the
     segments the split kernel wrote."""
-    for tensor in _workspace(call, args):
-        tensor.fill_(float("nan"))
+    if call.kernel == SPLIT_KERNELS[0]:
+        for (name, _arg), value in zip(call.args, args):
+            if name in ("seg_stats_ptr", "seg_acc_ptr"):
+                value.fill_(float("nan"))
     return run_kernel(kernel, call, args, keywords)
 
 
@@ -383,7 +274,7 @@ def _quantized(rows, out_scale):
 @pytest.mark.parametrize("shape", ["prefill-chunk", "decode"])
 def test_quantized_output_past_a_segment_is_quantize_fp8_of_the_output(prefilled, shape):
     """Queries at positions in the third segment: the tile kernel merges three segments in
-    registers, the split kernel's last program three from the workspace, then each
+    registers, the split shape's combine merges three from the workspace, then each
     quantizes as it stores."""
     seq, cache, whole, _kernels = prefilled
     start = P - 9 if shape == "prefill-chunk" else P
@@ -411,31 +302,6 @@ def test_gpu_decode_at_every_context_equals_the_prefill(gpu_prefilled):
     assert kernels == TILE_KERNEL
     differ = [p for p in range(GPU_LEN) if not torch.equal(decode(cache, seq, p), whole[p])]
     assert not differ, f"{len(differ)} positions differ, first {differ[:10]}"
-
-
-PDL_REPEATS = 10
-
-
-@pytest.mark.gpu
-@pytest.mark.parametrize("launch", ["as-the-op-launches", "plain-launch"])
-def test_gpu_decode_with_programmatic_launch_equals_the_prefill(gpu_prefilled, launch):
-    """2100 decode requests in one call (each program a KV head's 4 query heads), the
-    workspace NaN until the split kernel writes it, repeated. With PDL (the op's choice on
-    SM90+) the split kernel may start while the NaN fill runs: only its wait keeps NaN out
-    of the rows. Plain launches (PDL forced off) must give the same bits."""
-    seq, cache, whole, _kernels = gpu_prefilled
-    plain = {"USE_PDL": False, "launch_pdl": False}
-    overrides = {kernel: plain for kernel in SPLIT_KERNELS} if launch == "plain-launch" else None
-    pdl = programmatic_launch("cuda") and launch == "as-the-op-launches"
-    tables = cache.tables.expand(GPU_LEN, -1)
-    differ = 0
-    for _ in range(PDL_REPEATS):
-        recorder = Recorder(overrides, launcher=_nan_workspace)
-        rows = cache.attend([(p, p, seq[0][p:p + 1]) for p in range(GPU_LEN)], recorder,
-                            tables)
-        assert (recorder.kernels, recorder.pdl) == (SPLIT_KERNELS, [(pdl, pdl)])
-        differ += not torch.equal(torch.cat(rows), whole)
-    assert differ == 0, f"{differ} of {PDL_REPEATS} calls differ"
 
 
 @pytest.mark.gpu
@@ -473,44 +339,32 @@ def test_gpu_control_tile_kernel_cutting_other_segments_is_flagged(gpu_prefilled
 
 
 GRAPH_POSITIONS = [SEG - 1, SEG, 2 * SEG + 5, GPU_LEN - 1]
-GRAPH_REPLAYS = 10
 
 
-def _captured_decode(cache, requests, out_scale=None):
-    """A decode call of `requests` requests (all reading the cache's one sequence) captured
-    in a CUDA graph, the workspace allocated inside the capture. Returns replay(q rows,
-    positions): fills the graph's inputs, replays it and returns its output tensor."""
-    q_heads, _kv_heads, head_dim = cache.heads
-    q = torch.zeros(requests, q_heads, head_dim, dtype=cache.k.dtype, device="cuda")
-    ctx = torch.zeros(requests, dtype=torch.int32, device="cuda")
-    tables = cache.tables.expand(requests, -1).contiguous()
-    starts = torch.arange(requests + 1, dtype=torch.int32, device="cuda")
+def _graph_decode(gpu_prefilled, out_scale=None):
+    """A decode call captured in a CUDA graph (the workspace allocated inside the capture),
+    replayed at GRAPH_POSITIONS; its output."""
+    seq, cache, _whole, _kernels = gpu_prefilled
+    positions = GRAPH_POSITIONS
+    q = torch.zeros(len(positions), *seq[0].shape[1:], dtype=seq[0].dtype, device="cuda")
+    ctx = torch.zeros(len(positions), dtype=torch.int32, device="cuda")
+    tables = cache.tables.expand(len(positions), -1).contiguous()
+    starts = torch.arange(len(positions) + 1, dtype=torch.int32, device="cuda")
 
     def step():
-        return paged_attention(q, cache.k, cache.v, tables, ctx, starts, head_dim ** -0.5,
+        return paged_attention(q, cache.k, cache.v, tables, ctx, starts, QWEN3_8B[2] ** -0.5,
                                out_scale=out_scale)
 
-    step()  # compile, validate out_scale and allocate the arrival counters before capture
+    step()  # compile (and validate out_scale) before capture
     torch.cuda.synchronize()
     graph = torch.cuda.CUDAGraph()
     with torch.cuda.graph(graph):
         out = step()
-
-    def replay(q_rows, positions):
-        q.copy_(q_rows)
-        ctx.copy_(positions)
-        graph.replay()
-        torch.cuda.synchronize()
-        return out
-
-    return replay
-
-
-def _graph_decode(gpu_prefilled, out_scale=None):
-    """A captured decode call replayed at GRAPH_POSITIONS; its output."""
-    seq, cache, _whole, _kernels = gpu_prefilled
-    replay = _captured_decode(cache, len(GRAPH_POSITIONS), out_scale)
-    return replay(seq[0][GRAPH_POSITIONS], torch.tensor(GRAPH_POSITIONS, dtype=torch.int32))
+    q.copy_(seq[0][positions])
+    ctx.copy_(torch.tensor(positions, dtype=torch.int32))
+    graph.replay()
+    torch.cuda.synchronize()
+    return out
 
 
 @pytest.mark.gpu
@@ -519,30 +373,6 @@ def test_gpu_graph_replay_of_a_split_decode_equals_the_prefill(gpu_prefilled):
     """Replayed at contexts on both sides of segment boundaries."""
     whole = gpu_prefilled[2]
     assert torch.equal(_graph_decode(gpu_prefilled), whole[GRAPH_POSITIONS])
-
-
-@pytest.mark.gpu
-@pytest.mark.graph
-def test_gpu_graph_replays_of_many_long_decodes_equal_the_prefill(gpu_prefilled):
-    """2100 requests in one captured decode call, replayed GRAPH_REPLAYS times, each time
-    at the contexts 0..2099 shuffled over the rows (one to nine live segments a row, so
-    the last program of a row arrives in whatever order the GPU runs them): every replay
-    equals the prefill, and every replay leaves the arrival counters at zero, as the next
-    one needs them."""
-    seq, cache, whole, _kernels = gpu_prefilled
-    replay = _captured_decode(cache, GPU_LEN)
-    counters = split_k_counters(whole.device, 1)
-    generator = torch.Generator().manual_seed(0)
-    differ, counted = [], []
-    for i in range(GRAPH_REPLAYS):
-        positions = torch.randperm(GPU_LEN, generator=generator)
-        out = replay(seq[0][positions.cuda()], positions.to(torch.int32))
-        if not torch.equal(out, whole[positions.cuda()]):
-            differ.append(i)
-        if counters.any():
-            counted.append(i)
-            counters.zero_()  # so the next replay still tests its own bits
-    assert (differ, counted) == ([], []), "replays that differ / left counters"
 
 
 @pytest.mark.gpu

@@ -101,8 +101,8 @@ def test_lint_launch_mirrors_the_silu_product(m):
 
 
 @pytest.mark.parametrize("shape, kernels", [
-    ((1, 1, 16), ["bi_paged_attention_split_kernel"]),
-    ((8, 8, 1), ["bi_paged_attention_split_kernel"]),
+    ((1, 1, 16), ["bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel"]),
+    ((8, 8, 1), ["bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel"]),
     ((4096, 1, 16), ["bi_paged_attention_kernel"]),
     ((37, 2, 1), ["bi_paged_attention_kernel"]),
 ], ids=["decode", "decode-batch", "prefill", "ragged"])
@@ -161,10 +161,9 @@ def test_compile_jobs_are_plain_data():
 def test_split_attention_kernel_must_hold_the_tile_kernels_instruction():
     """A decode row has a prefill row's bits only if one MMA instruction computes both."""
     kernel = registry.entry("bi_paged_attention_split_kernel")
-    tile_kernel = registry.entry("bi_paged_attention_kernel")
-    partner = len(op_kernels.op_kernel_jobs(tile_kernel, 90))
-    own = len(op_kernels.op_kernel_jobs(kernel, 90)) - partner
-    assert own == 2 * len(op_kernels.op_kernel_launches(kernel.name))  # plain and PDL
+    own = len(op_kernels.op_kernel_launches(kernel.name))
+    partner = len(op_kernels.op_kernel_jobs(kernel, 90)) - own
+    assert partner == len(op_kernels.op_kernel_launches("bi_paged_attention_kernel"))
     result, violations = op_kernels.lint_op_kernel(
         kernel, 90, _outcomes(kernel, [_mma("wgmma", 16, "bf16")] * own
                               + [_mma("mma.sync", 16, "bf16")] * partner))
@@ -195,9 +194,12 @@ def test_op_kernels_are_linted_with_pdl_on_sm90_and_newer(capability, pdl):
                 if not label.startswith(tuple(op_kernels.SAME_MMA_AS.values()))]
         pdl_labels = [label for label, job in jobs if _is_pdl(job)]
         plain = [label for label, _launch in op_kernels.op_kernel_launches(kernel.name)]
-        assert pdl_labels == ([f"{label} pdl" for label in plain] if pdl else []), kernel.name
+        launched_pdl = pdl and kernel.name in op_kernels.PDL_OP_KERNEL_NAMES
+        assert pdl_labels == ([f"{label} pdl" for label in plain] if launched_pdl else []), \
+            kernel.name
+    mma = {k.name for k in op_kernels.MMA_OP_KERNELS}
     assert {k.name for k in op_kernels.linted_op_kernels(capability)} == \
-        (set(op_kernels.OP_KERNEL_NAMES) if pdl else {k.name for k in op_kernels.MMA_OP_KERNELS})
+        (mma | set(op_kernels.PDL_OP_KERNEL_NAMES) if pdl else mma)
 
 
 def _pdl_outcomes(kernel, capability=90, order=WAITS_FIRST):
@@ -209,7 +211,7 @@ def _pdl_outcomes(kernel, capability=90, order=WAITS_FIRST):
             for _label, job in op_kernels.op_kernel_jobs(kernel, capability)}
 
 
-@pytest.mark.parametrize("kernel_name", op_kernels.OP_KERNEL_NAMES)
+@pytest.mark.parametrize("kernel_name", op_kernels.PDL_OP_KERNEL_NAMES)
 def test_pdl_launches_that_wait_first_pass(kernel_name):
     kernel = registry.entry(kernel_name)
     result, violations = op_kernels.lint_op_kernel(kernel, 90, _pdl_outcomes(kernel))
@@ -217,7 +219,7 @@ def test_pdl_launches_that_wait_first_pass(kernel_name):
     assert "waits for the previous grid first" in result.summary
 
 
-@pytest.mark.parametrize("kernel_name", op_kernels.OP_KERNEL_NAMES)
+@pytest.mark.parametrize("kernel_name", op_kernels.PDL_OP_KERNEL_NAMES)
 def test_a_pdl_launch_that_loads_before_its_wait_is_a_violation(kernel_name):
     kernel = registry.entry(kernel_name)
     result, violations = op_kernels.lint_op_kernel(

@@ -55,15 +55,24 @@ def validate_scale(scale, name: str) -> torch.Tensor:
     if scale.numel() != 1 or scale.dim() > 1:
         raise ValueError(f"{name} must hold exactly one element (shape () or (1,)) for a "
                          f"per-tensor scale; got shape {tuple(scale.shape)}")
-    if getattr(scale, _CHECKED_VERSION_ATTR, None) != scale._version:
-        if scale.is_cuda and torch.cuda.is_current_stream_capturing():
-            raise ValueError(f"{name} was not validated before CUDA Graph capture; run the op "
-                             "once eagerly (warm-up) before capturing")
-        value = float(scale.reshape(()).item())
-        if not math.isfinite(value) or value <= 0.0:
-            raise ValueError(f"{name} must be finite and positive; got {value}")
-        setattr(scale, _CHECKED_VERSION_ATTR, scale._version)
+    _check_values_once(scale, name, "must be finite and positive")
     return scale.reshape(1)
+
+
+def _check_values_once(scales: torch.Tensor, name: str, requirement: str) -> None:
+    """Every value of `scales` finite and > 0, read from the device once per tensor version
+    (remembered on the tensor): a scale's check must never sync a replay, and cannot run
+    inside CUDA Graph capture at all."""
+    if getattr(scales, _CHECKED_VERSION_ATTR, None) == scales._version:
+        return
+    if scales.is_cuda and torch.cuda.is_current_stream_capturing():
+        raise ValueError(f"{name} was not validated before CUDA Graph capture; run the op "
+                         "once eagerly (warm-up) before capturing")
+    values = scales.reshape(-1).tolist()
+    if not all(math.isfinite(v) and v > 0.0 for v in values):
+        shown = values[0] if len(values) == 1 else values
+        raise ValueError(f"{name} {requirement}; got {shown}")
+    setattr(scales, _CHECKED_VERSION_ATTR, scales._version)
 
 
 def validate_scale_vector(scales, name: str, count: int) -> torch.Tensor:
@@ -75,14 +84,7 @@ def validate_scale_vector(scales, name: str, count: int) -> torch.Tensor:
     if scales.dim() != 1 or scales.shape[0] != count or scales.stride(0) != 1:
         raise ValueError(f"{name} must be a contiguous ({count},) tensor, one scale per "
                          f"segment; got shape {tuple(scales.shape)}")
-    if getattr(scales, _CHECKED_VERSION_ATTR, None) != scales._version:
-        if scales.is_cuda and torch.cuda.is_current_stream_capturing():
-            raise ValueError(f"{name} was not validated before CUDA Graph capture; run the op "
-                             "once eagerly (warm-up) before capturing")
-        values = scales.tolist()
-        if not all(math.isfinite(v) and v > 0.0 for v in values):
-            raise ValueError(f"{name} must all be finite and positive; got {values}")
-        setattr(scales, _CHECKED_VERSION_ATTR, scales._version)
+    _check_values_once(scales, name, "must all be finite and positive")
     return scales
 
 

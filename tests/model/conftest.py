@@ -44,3 +44,22 @@ def _state_bytes(ckpt) -> dict:
 def state_bytes():
     """ckpt -> {name: (dtype, shape, raw bytes)}: equality of two of these is byte equality."""
     return _state_bytes
+
+
+def _two_request_completions(ckpt, ops, device):
+    from det_suite.backends.interface import Request
+    from det_suite.engine import Engine
+
+    engine = Engine(ckpt, mode="det", ops=ops, page_size=4, max_seq_len=32, num_pages=24,
+                    device=device)
+    prompts = [tuple(range(3, 12)), tuple(range(40, 45))]
+    return engine.generate([Request(prompt_ids=p, max_new_tokens=3, logprobs_from=1)
+                            for p in prompts])
+
+
+@pytest.fixture(scope="session")
+def completions_with():
+    """(ckpt, op set, device) -> the completions of two requests (prefill, 3 decode steps,
+    every logprob) through a det engine built with that op set: what the fused and stacked
+    op sets are compared on against their unfused forms."""
+    return _two_request_completions

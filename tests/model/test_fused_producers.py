@@ -10,29 +10,20 @@ import dataclasses
 import pytest
 import torch
 
-from det_suite.backends.interface import Request
-from det_suite.engine import Engine
 from det_suite.engine.opsets import det_opset
 
 pytestmark = pytest.mark.model
 
 
-def _completions(tiny, ops, device):
-    engine = Engine(tiny, mode="det", ops=ops, page_size=4, max_seq_len=32, num_pages=24,
-                    device=device)
-    prompts = [tuple(range(3, 12)), tuple(range(40, 45))]
-    return engine.generate([Request(prompt_ids=p, max_new_tokens=3, logprobs_from=1)
-                            for p in prompts])
-
-
-def test_fused_ops_keep_every_bit_of_the_model(tiny, device):
+def test_fused_ops_keep_every_bit_of_the_model(tiny, device, completions_with):
     fused = det_opset()
     fields = ("norm_for_linears", "gated_for_linear", "qk_norm_rope_write",
               "attention_for_linear", "stack_projections", "norm_for_group", "group_linear")
     assert all(getattr(fused, name) is not None for name in fields)
     composed = dataclasses.replace(fused, **dict.fromkeys(fields))
     compared = 0
-    for a, b in zip(_completions(tiny, fused, device), _completions(tiny, composed, device)):
+    for a, b in zip(completions_with(tiny, fused, device),
+                    completions_with(tiny, composed, device)):
         assert a.output_ids == b.output_ids
         assert torch.equal(torch.tensor(a.logprobs), torch.tensor(b.logprobs))
         compared += len(a.logprobs)

@@ -8,8 +8,6 @@ import dataclasses
 import pytest
 import torch
 
-from det_suite.backends.interface import Request
-from det_suite.engine import Engine
 from det_suite.engine.linear_groups import stack_layer_projections, stack_linears
 from det_suite.engine.opsets import det_opset
 from det_suite.models.synthetic import build_synthetic
@@ -65,23 +63,15 @@ def test_stacked_fields_go_together():
         dataclasses.replace(det_opset(), group_linear=None)
 
 
-def _completions(ckpt, ops, device):
-    engine = Engine(ckpt, mode="det", ops=ops, page_size=4, max_seq_len=32, num_pages=24,
-                    device=device)
-    prompts = [tuple(range(3, 12)), tuple(range(40, 45))]
-    return engine.generate([Request(prompt_ids=p, max_new_tokens=3, logprobs_from=1)
-                            for p in prompts])
-
-
-def test_stacked_projections_keep_every_bit_of_the_model(tiny_wide, device):
+def test_stacked_projections_keep_every_bit_of_the_model(tiny_wide, device, completions_with):
     """Prefill and decode through the engine with q/k/v and gate/up stacked equal the same
     det op set running the seven linears one by one (small K: both schedules are one
     chunk of BLOCK_K tiles)."""
     stacked = det_opset()
     separate = dataclasses.replace(stacked, **dict.fromkeys(STACK_FIELDS))
     compared = 0
-    for a, b in zip(_completions(tiny_wide, stacked, device),
-                    _completions(tiny_wide, separate, device), strict=True):
+    for a, b in zip(completions_with(tiny_wide, stacked, device),
+                    completions_with(tiny_wide, separate, device), strict=True):
         assert a.output_ids == b.output_ids
         assert torch.equal(torch.tensor(a.logprobs), torch.tensor(b.logprobs))
         compared += len(a.logprobs)

@@ -126,16 +126,22 @@ def test_split_decode_equals_prefill_with_wider_heads_and_odd_pages(device):
         assert torch.equal(decode(cache, seq, position), whole[position]), position
 
 
-@pytest.mark.parametrize("chunk", [100, SEG + 44], ids=["chunk-100", "chunk-past-a-segment"])
-def test_chunked_prefill_equals_one_prefill(prefilled, device, chunk):
-    seq, _cache, whole, _kernels = prefilled
-    cache, outs = Cache(1, LONG, SMALL, device), []
-    for start in range(0, LONG, chunk):
-        stop = min(start + chunk, LONG)
+def _assert_chunked_prefill_equals(whole, seq, length, heads, device, chunk):
+    """A fresh cache prefilled `chunk` tokens at a time (each chunk attending to the ones
+    before it through the cache) gives the one-call prefill's rows, bit for bit."""
+    cache, outs = Cache(1, length, heads, device), []
+    for start in range(0, length, chunk):
+        stop = min(start + chunk, length)
         cache.write(0, start, seq[1][start:stop], seq[2][start:stop])
         outs += cache.attend([(0, start, seq[0][start:stop])])
     chunked = torch.cat(outs)
     assert torch.equal(whole, chunked), f"{int((whole != chunked).any(-1).sum())} rows differ"
+
+
+@pytest.mark.parametrize("chunk", [100, SEG + 44], ids=["chunk-100", "chunk-past-a-segment"])
+def test_chunked_prefill_equals_one_prefill(prefilled, device, chunk):
+    seq, _cache, whole, _kernels = prefilled
+    _assert_chunked_prefill_equals(whole, seq, LONG, SMALL, device, chunk)
 
 
 # ------------------------------------------------------------------ the rest of the call
@@ -320,13 +326,7 @@ def test_gpu_one_decode_call_of_every_context_equals_the_prefill(gpu_prefilled):
 @pytest.mark.parametrize("chunk", [256, 300, 1000])
 def test_gpu_chunked_prefill_equals_one_prefill(gpu_prefilled, chunk):
     seq, _cache, whole, _kernels = gpu_prefilled
-    cache, outs = Cache(1, GPU_LEN, QWEN3_8B, "cuda"), []
-    for start in range(0, GPU_LEN, chunk):
-        stop = min(start + chunk, GPU_LEN)
-        cache.write(0, start, seq[1][start:stop], seq[2][start:stop])
-        outs += cache.attend([(0, start, seq[0][start:stop])])
-    chunked = torch.cat(outs)
-    assert torch.equal(whole, chunked), f"{int((whole != chunked).any(-1).sum())} rows differ"
+    _assert_chunked_prefill_equals(whole, seq, GPU_LEN, QWEN3_8B, "cuda", chunk)
 
 
 @pytest.mark.gpu

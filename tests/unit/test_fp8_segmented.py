@@ -32,14 +32,16 @@ def _operands(segments, k, m, device, *, bias=True, seed=0):
     return a, w, a_scales, w_scales, b
 
 
-def _separately(a, w, a_scales, w_scales, bias, segments, config):
-    """Each segment as its own fp8_scaled_mm under `config`, concatenated."""
+def _separately(a, w, a_scales, w_scales, bias, segments, config=None, **options):
+    """Each segment as its own fp8_scaled_mm under `config` (None: the policy's), with
+    `options` (e.g. out_dtype), concatenated."""
     outs, start = [], 0
     for s, width in enumerate(segments):
         cols = slice(start, start + width)
         outs.append(fp8_scaled_mm(a[s], w[cols], a_scales[s:s + 1].clone(),
                                   w_scales[s:s + 1].clone(),
-                                  None if bias is None else bias[cols], config=config))
+                                  None if bias is None else bias[cols], config=config,
+                                  **options))
         start += width
     return torch.cat(outs, dim=1)
 
@@ -76,11 +78,8 @@ def test_without_bias_and_in_fp16(device):
     config = _sm90_config(3, sum(segments), CPU_K, use_pdl=False)
     got = fp8_scaled_mm_segmented(a, w, a_scales, w_scales, segments, out_dtype=torch.float16,
                                   config=config)
-    want = torch.cat([fp8_scaled_mm(a[s], w[rows], a_scales[s:s + 1].clone(),
-                                    w_scales[s:s + 1].clone(), out_dtype=torch.float16,
-                                    config=config)
-                      for s, rows in enumerate((slice(0, 128), slice(128, 192),
-                                                slice(192, 256)))], dim=1)
+    want = _separately(a, w, a_scales, w_scales, None, segments, config,
+                       out_dtype=torch.float16)
     assert got.dtype == torch.float16 and torch.equal(got, want)
 
 
@@ -194,12 +193,7 @@ def test_gpu_stacked_qwen3_8b_projections_equal_the_separate_gemms(stack, m):
     segments, k = GPU_STACKS[stack]
     a, w, a_scales, w_scales, _ = _operands(segments, k, m, "cuda", bias=False, seed=m)
     got = fp8_scaled_mm_segmented(a, w, a_scales, w_scales, segments)
-    outs, start = [], 0
-    for s, width in enumerate(segments):
-        outs.append(fp8_scaled_mm(a[s], w[start:start + width], a_scales[s:s + 1].clone(),
-                                  w_scales[s:s + 1].clone()))
-        start += width
-    assert torch.equal(got, torch.cat(outs, dim=1))
+    assert torch.equal(got, _separately(a, w, a_scales, w_scales, None, segments))
 
 
 @pytest.mark.gpu

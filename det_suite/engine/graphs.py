@@ -49,16 +49,21 @@ def _field_bytes(dtype: torch.dtype, shape) -> int:
     return -(-nbytes // _ALIGN) * _ALIGN
 
 
-def _views(buffer: torch.Tensor, layout) -> PackedBatch:
-    """The PackedBatch whose fields are typed views into the byte buffer `buffer`; with a
-    (steps, bytes) buffer, each field gains a leading steps dimension."""
+def _field_views(buffer: torch.Tensor, layout) -> dict[str, torch.Tensor]:
+    """Typed views of `layout`'s fields into the byte buffer `buffer`; with a (steps, bytes)
+    buffer, each field gains a leading steps dimension."""
     fields, offset = {}, 0
     lead = tuple(buffer.shape[:-1])
     for name, dtype, shape in layout:
         count = math.prod(shape) * torch.empty((), dtype=dtype).element_size()
         fields[name] = buffer[..., offset:offset + count].view(dtype).view(*lead, *shape)
         offset += _field_bytes(dtype, shape)
-    return PackedBatch(**fields)
+    return fields
+
+
+def _views(buffer: torch.Tensor, layout) -> PackedBatch:
+    """The PackedBatch whose fields are typed views into the byte buffer `buffer`."""
+    return PackedBatch(**_field_views(buffer, layout))
 
 
 class DecodeInputs:
@@ -67,10 +72,11 @@ class DecodeInputs:
     graph's output: row 0 the chosen token, row 1 the bits of its fp32 logprob.
 
     A run of `steps` decode steps: `pack` stages step 0 in `staged`, `stage_steps` derives
-    every step from it into the run buffer (`run_host`, one row of bytes per step), `upload`
-    copies the run to the device, `load_step(j)` puts step j into the static inputs (from
-    step 1 on, all but the tokens, which the previous replay wrote), `keep_picks(j)` saves
-    the replay's picks, `download` returns all of them."""
+    every step from it into the run buffer (`run_host`: the block tables once, which a run
+    never changes, then each step's other fields), `upload` copies the run to the device,
+    `load_step(j)` puts step j into the static inputs (from step 1 on, all but the tokens,
+    which the previous replay wrote, and the tables), `keep_picks(j)` saves the replay's
+    picks, `download` returns all of them."""
 
     def __init__(self, size: int, width: int, page_size: int, device) -> None:
         self.size, self.width, self.page_size = size, width, page_size
@@ -78,8 +84,11 @@ class DecodeInputs:
         self._pin = self.device.type == "cuda"
         self._layout = _layout(size, width)
         self.nbytes = sum(_field_bytes(dtype, shape) for _, dtype, shape in self._layout)
-        # token_ids are the first field: a step after the first loads the bytes past them.
+        # token_ids are the first field (a step after the first loads the bytes past them),
+        # block_tables the last (the run buffer keeps one copy of them, not one per step).
         self._token_bytes = _field_bytes(torch.int64, (size,))
+        self._step_layout = self._layout[:-1]
+        self._step_bytes = self.nbytes - _field_bytes(torch.int32, (size, width))
         self.host = torch.zeros(self.nbytes, dtype=torch.uint8, pin_memory=self._pin)
         self.buffer = torch.zeros(self.nbytes, dtype=torch.uint8, device=self.device)
         self.staged = _views(self.host, self._layout)
@@ -98,14 +107,13 @@ class DecodeInputs:
 
     def _reserve(self, steps: int) -> None:
         """Run buffers for at least `steps` steps (grown by doubling, kept across runs)."""
-        have = getattr(self, "run_host", None)
+        have = getattr(self, "picks", None)
         if have is not None and have.shape[0] >= steps:
             return
         count = max(steps, 2 * have.shape[0] if have is not None else 1)
-        self.run_host = torch.zeros((count, self.nbytes), dtype=torch.uint8,
-                                    pin_memory=self._pin)
-        self.run_device = torch.zeros((count, self.nbytes), dtype=torch.uint8,
-                                      device=self.device)
+        nbytes = self.nbytes - self._step_bytes + count * self._step_bytes
+        self.run_host = torch.zeros(nbytes, dtype=torch.uint8, pin_memory=self._pin)
+        self.run_device = torch.zeros(nbytes, dtype=torch.uint8, device=self.device)
         self.picks = torch.zeros((count, 2, self.size), dtype=torch.int32, device=self.device)
         self.picks_host = torch.zeros((count, 2, self.size), dtype=torch.int32,
                                       pin_memory=self._pin)
@@ -148,18 +156,20 @@ class DecodeInputs:
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise ValueError(f"steps: expected an int >= 1, got {steps!r}")
         self._reserve(steps)
-        run = self.run_host[:steps]
-        run.copy_(self.host.expand(steps, -1))
+        tables, run = self._run_parts(self.run_host, steps)
+        tables.copy_(self.host[self._step_bytes:])
+        run.copy_(self.host[:self._step_bytes].expand(steps, -1))
         rows = self._rows_in_run
         if steps > 1 and rows:
-            fields = _views(run, self._layout)
+            fields = _field_views(run, self._step_layout)
             ahead = torch.arange(1, steps, dtype=torch.int64)[:, None]
             positions = self.staged.positions[:rows][None, :] + ahead          # (steps-1, rows)
             tables = self.staged.block_tables[:rows].to(torch.int64)            # (rows, width)
             pages = torch.gather(tables.t(), 0, positions // self.page_size)   # (steps-1, rows)
-            fields.positions[1:, :rows] = positions
-            fields.context_lens[1:, :rows] = positions.to(torch.int32)
-            fields.slot_mapping[1:, :rows] = pages * self.page_size + positions % self.page_size
+            fields["positions"][1:, :rows] = positions
+            fields["context_lens"][1:, :rows] = positions.to(torch.int32)
+            fields["slot_mapping"][1:, :rows] = (pages * self.page_size
+                                                 + positions % self.page_size)
         self._steps = steps
 
     def _write_table(self, row: int, pages) -> None:
@@ -172,15 +182,26 @@ class DecodeInputs:
             table[:count].copy_(torch.tensor(pages, dtype=torch.int32))
         table[count:].fill_(SCRATCH_PAGE)
 
+    def _run_parts(self, buffer: torch.Tensor, steps: int):
+        """(block tables, (steps, step bytes) rows) of a run buffer."""
+        tables = self.nbytes - self._step_bytes
+        rows = buffer[tables:tables + steps * self._step_bytes].view(steps, self._step_bytes)
+        return buffer[:tables], rows
+
     def upload(self) -> None:
         """The one host-to-device copy of a run (pinned -> device, stream-ordered)."""
-        self.run_device[:self._steps].copy_(self.run_host[:self._steps], non_blocking=True)
+        used = self.nbytes - self._step_bytes + self._steps * self._step_bytes
+        self.run_device[:used].copy_(self.run_host[:used], non_blocking=True)
 
     def load_step(self, step: int) -> None:
-        """Step `step`'s metadata into the static inputs (device to device). From step 1 on
-        the tokens are left alone: the previous replay wrote its picks there."""
+        """Step `step`'s metadata into the static inputs (device to device): at step 0 also
+        the block tables; from step 1 on the tokens are left alone, as the previous replay
+        wrote its picks there."""
+        tables, run = self._run_parts(self.run_device, self._steps)
+        if step == 0:
+            self.buffer[self._step_bytes:].copy_(tables, non_blocking=True)
         skip = 0 if step == 0 else self._token_bytes
-        self.buffer[skip:].copy_(self.run_device[step, skip:], non_blocking=True)
+        self.buffer[skip:self._step_bytes].copy_(run[step, skip:], non_blocking=True)
 
     def keep_picks(self, step: int) -> None:
         self.picks[step].copy_(self.picked, non_blocking=True)

@@ -170,3 +170,15 @@ def test_a_batch_outside_the_size_is_refused_by_name(count):
     seqs = [_decoding(2, 1, [1], seed=i) for i in range(count)]
     with pytest.raises(ValueError, match="seqs"):
         DecodeInputs(2, WIDTH, 4, "cpu").pack(seqs)
+
+
+def test_a_run_keeps_one_copy_of_the_block_tables():
+    """A run never changes its block tables, so its buffers hold them once, not per step:
+    a long generation's staging grows with its steps' few fields only."""
+    width, steps = 512, 64
+    inputs = DecodeInputs(8, width, 4, "cpu")
+    inputs.pack([_decoding(2, 1, [1], seed=0)])
+    inputs.stage_steps(steps)
+    tables = 8 * width * 4
+    assert inputs.run_host.numel() == tables + steps * (inputs.nbytes - tables)
+    assert inputs.run_host.numel() < steps * inputs.nbytes // 10   # vs. tables per step

@@ -24,7 +24,8 @@
 #        d) `det-suite cache-hit` (det and the stock control, CUDA Graph engine: the seed's 18
 #           cases) and `det-suite invariance --full` on the four Qwen3-8B shapes;
 #        d') tools/profile_decode.py: the batch-1 decode step split into graph replay and
-#           host work, the replay by kernel (not in SMOKE runs: it needs CUDA Graphs);
+#           host work, the replay by kernel (not in SMOKE runs: it needs CUDA Graphs), then
+#           again with the ops launched without PDL (--no-pdl: per-kernel times);
 #        e) `det-suite report` over every phase folder in $OUT into $OUT/report (no screenshot).
 #
 # Measured on the H200 (docs/evidence/h200-2026-12-03-d-model-runs, steps.tsv): record 41 s,
@@ -225,8 +226,11 @@ phase_perf() {
     step "$P" invariance 60 "${DS[@]}" "${INVARIANCE[@]}"
     # Where the batch-1 decode step goes: graph replay vs host work, replay by kernel.
     if [ "$SMOKE" != 1 ]; then
-        step "$P" profile_decode 60 "$PY" tools/profile_decode.py "$P/profile_decode" \
+        step "$P" profile_decode 45 "$PY" tools/profile_decode.py "$P/profile_decode" \
             --model "$MODEL"
+        # The same with the ops launched plainly: CUPTI then times each kernel on its own.
+        step "$P" profile_decode_no_pdl 45 "$PY" tools/profile_decode.py \
+            "$P/profile_decode_no_pdl" --model "$MODEL" --no-pdl
     fi
     steps_json "$P" perf
 }

@@ -11,9 +11,15 @@ static inputs, picking the token). This splits the two and breaks the replay dow
   kernel name: calls per step, device microseconds per step, and the share of the replay;
 - launches_per_step and the idle gap: replay time not covered by any kernel.
 
+With programmatic dependent launch (the SM90+ default for the batch-invariant ops) a kernel
+starts early and waits for its predecessor, and CUPTI counts the wait in its duration, so
+the per-kernel column over-counts those kernels; `--no-pdl` launches the ops plainly
+(DET_SUITE_PDL=0, the same bits) to time each kernel on its own. The FP8 GEMMs' PDL comes
+from their tile table and stays.
+
 Developer tool: writes JSON and a text table. Usage:
     python tools/profile_decode.py OUT_DIR [--model synthetic:qwen3-8b?seed=0] [--mode det]
-        [--prefix 128,2048] [--tokens 32]
+        [--prefix 128,2048] [--tokens 32] [--no-pdl]
 """
 
 from __future__ import annotations
@@ -21,6 +27,7 @@ from __future__ import annotations
 import argparse
 import collections
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -120,7 +127,12 @@ def main(argv) -> int:
     p.add_argument("--mode", default="det", choices=("det", "stock"))
     p.add_argument("--prefix", default="128,2048")
     p.add_argument("--tokens", type=int, default=32)
+    p.add_argument("--no-pdl", action="store_true",
+                   help="launch the batch-invariant ops without PDL (per-kernel timing)")
     args = p.parse_args(argv)
+    if args.no_pdl:
+        from det_suite.ops.launch import PDL_ENV
+        os.environ[PDL_ENV] = "0"
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0 = time.time()
@@ -130,7 +142,8 @@ def main(argv) -> int:
                     max_seq_len=4096)
     print(f"engine + graph capture [{time.time() - t0:.0f}s]", flush=True)
     vocab = ckpt.config.vocab_size
-    result = {"model": args.model, "mode": args.mode, "gpu": torch.cuda.get_device_name(),
+    result = {"model": args.model, "mode": args.mode, "ops_pdl": not args.no_pdl,
+              "gpu": torch.cuda.get_device_name(),
               "torch": torch.__version__, "cells": []}
     for prefix in (int(v) for v in args.prefix.split(",")):
         prompt = _prompt(prefix, vocab)

@@ -22,7 +22,7 @@ from typing import Sequence as Seq
 import torch
 
 from det_suite.backends.interface import Completion, Request
-from det_suite.engine.graphs import DecodeGraphs
+from det_suite.engine.graphs import DecodeGraphs, steps_left
 from det_suite.engine.kv_cache import allocate_kv
 from det_suite.engine.opsets import MODES, OpSet, opset_for
 from det_suite.engine.prefix_cache import PagePool
@@ -159,8 +159,7 @@ class Engine:
         if self.graphs is None or self.graphs.size_for(len(seqs)) is None:
             self._run(build_step(decode_chunks(seqs), self.page_size, self.device))
             return
-        steps = min(seq.max_new_tokens - len(seq.output) for seq in seqs)
-        for tokens, values in self.graphs.decode(seqs, steps):
+        for tokens, values in self.graphs.decode(seqs, steps_left(seqs)):
             self.forward_calls += 1
             for seq, token, value in zip(seqs, tokens, values):
                 seq.computed = seq.length           # the last token's K/V is now written

@@ -71,7 +71,7 @@ class DecodeInputs:
     are the same byte layout; `batch`'s fields are what the graph reads. `picked` is the
     graph's output: row 0 the chosen token, row 1 the bits of its fp32 logprob.
 
-    A run of `steps` decode steps: `pack` stages step 0 in `staged`, `stage_steps` derives
+    A run of `steps` decode steps: `pack` stages step 0 in `staged` and has `stage_steps` derive
     every step from it into the run buffer (`run_host`: the block tables once, which a run
     never changes, then each step's other fields), `upload` copies the run to the device,
     `load_step(j)` puts step j into the static inputs (from step 1 on, all but the tokens,
@@ -118,10 +118,10 @@ class DecodeInputs:
         self.picks_host = torch.zeros((count, 2, self.size), dtype=torch.int32,
                                       pin_memory=self._pin)
 
-    def pack(self, seqs) -> None:
-        """Stage one decode step: each sequence's last token, whose K/V is not yet written,
-        at its position, attending to every earlier token. Padding rows: scratch, no context.
-        The run is this one step until `stage_steps` says otherwise."""
+    def pack(self, seqs, steps: int = 1) -> None:
+        """Stage a run's first decode step: each sequence's last token, whose K/V is not yet
+        written, at its position, attending to every earlier token. Padding rows: scratch, no
+        context. The run is `steps` steps (`stage_steps`) until it is staged again."""
         rows = len(seqs)
         if not 1 <= rows <= self.size:
             raise ValueError(f"seqs: expected 1 to {self.size} sequences, got {rows}")
@@ -147,7 +147,7 @@ class DecodeInputs:
                                        slots + [SCRATCH_PAGE] * len(pad)], dtype=torch.int64))
         self.staged.context_lens.copy_(torch.tensor(positions + pad, dtype=torch.int32))
         self._rows_in_run = rows
-        self.stage_steps(1)
+        self.stage_steps(steps)
 
     def stage_steps(self, steps: int) -> None:
         """Stage a run of `steps` steps from the packed step 0: step j is every real row one
@@ -219,6 +219,12 @@ class DecodeInputs:
                 for tokens, values in zip(picks[:, 0], picks[:, 1])]
 
 
+def steps_left(seqs) -> int:
+    """The longest decode run `seqs` can take together: the fewest tokens any of them may
+    still add (each owns pages for that many)."""
+    return min(seq.max_new_tokens - len(seq.output) for seq in seqs)
+
+
 def forward_and_pick(forward, kv_caches, inputs: DecodeInputs) -> torch.Tensor:
     """The decode forward then the greedy pick, as the engine's eager path makes it:
     torch.argmax of each logprobs row, and that row's logprob of the chosen token. The
@@ -282,13 +288,12 @@ class DecodeGraphs:
         if size is None:
             raise ValueError(f"seqs: {len(seqs)} sequences exceed the largest captured batch "
                              f"size {self.sizes[-1]}; run them eagerly")
-        room = min(seq.max_new_tokens - len(seq.output) for seq in seqs)
+        room = steps_left(seqs)
         if isinstance(steps, bool) or not isinstance(steps, int) or not 1 <= steps <= room:
             raise ValueError(f"steps: expected an int in [1, {room}] (the fewest tokens a "
                              f"sequence still has pages for), got {steps!r}")
         inputs = self._staging[size]
-        inputs.pack(seqs)
-        inputs.stage_steps(steps)
+        inputs.pack(seqs, steps)
         inputs.upload()
         for step in range(steps):
             inputs.load_step(step)

@@ -1,14 +1,23 @@
-"""Batch-invariant log_softmax over the last dimension, in fp32:
+"""Batch-invariant log_softmax over the last dimension, in fp32, second half:
 
     out = x - (max(x) + log(sum(exp(x - max(x)))))
 
-One program per row, three passes over it in ascending BLOCK_V chunks (max, sum of exps,
-write). Max and sum are kept in BLOCK_V fp32 lanes and folded once, so a row's order of
-operations depends on (V, BLOCK_V) only, never on how many rows the call holds.
+One program per (row, slice of SLICE_V positions). Each reads the row's slice states that
+`bi_log_softmax_partials.py` wrote, merges them into the row's normaliser, and writes its
+own slice of the output. The merge is one fixed expression over SLICES slots (the number
+of slices rounded up to a power of two; unused slots hold max -inf and sum 0 and add an
+exact 0):
+
+    row_max = max over slices of slice_max
+    total   = sum over slices of slice_sum * exp(slice_max - row_max)   (one tl.sum)
+
+SLICE_V, BLOCK_V, SLICES and the warps depend on V only, so every program of a row (and
+every row of any call) computes the same normaliser in the same order, and nothing of
+another row reaches it: batch-invariant, and the same bits whichever program writes which
+slice.
 
 With USE_PDL (programmatic dependent launch, SM90+) every program waits for the previous
-grid before it touches memory (`grid_dependency.wait_for_previous_grid`), so the launch
-may start while that grid drains; the arithmetic is the same either way.
+grid (the partials) before it touches memory (`grid_dependency.wait_for_previous_grid`).
 """
 
 import triton
@@ -19,41 +28,33 @@ from det_suite.kernels.grid_dependency import wait_for_previous_grid
 
 @triton.jit
 def bi_log_softmax_kernel(
-    x_ptr, out_ptr,
+    x_ptr, stats_ptr, out_ptr,
     V,
-    stride_xm, stride_om,
+    stride_xm, stride_sm, stride_om,
+    SLICE_V: tl.constexpr,
     BLOCK_V: tl.constexpr,
+    SLICES: tl.constexpr,
     USE_PDL: tl.constexpr,
 ):
     wait_for_previous_grid(USE_PDL)
     row = tl.program_id(0).to(tl.int64)
+    slice_id = tl.program_id(1)
+
+    offs_s = tl.arange(0, SLICES)
+    slice_exists = offs_s < tl.cdiv(V, SLICE_V)
+    stats = stats_ptr + row * stride_sm + offs_s * 2
+    slice_max = tl.load(stats, mask=slice_exists, other=float("-inf"))
+    slice_sum = tl.load(stats + 1, mask=slice_exists, other=0.0)
+    row_max = tl.max(slice_max, axis=0)
+    total = tl.sum(slice_sum * tl.exp(slice_max - row_max), axis=0)
+    log_normalizer = row_max + tl.log(total)
+
     x_row = x_ptr + row * stride_xm
     out_row = out_ptr + row * stride_om
+    start = slice_id * SLICE_V
+    stop = tl.minimum(start + SLICE_V, V)
     offs = tl.arange(0, BLOCK_V)
-
-    # Every pass loads one chunk ahead of its arithmetic: a loop that loads a chunk and
-    # then uses it waits one memory latency per chunk, and a row is ~40 chunks walked by one
-    # program. The operations and their order are the same.
-    max_lanes = tl.full((BLOCK_V,), float("-inf"), dtype=tl.float32)
-    x = tl.load(x_row + offs, mask=offs < V, other=float("-inf"))
-    for v0 in range(BLOCK_V, V + BLOCK_V, BLOCK_V):
-        x_next = tl.load(x_row + v0 + offs, mask=(v0 + offs) < V, other=float("-inf"))
-        max_lanes = tl.maximum(max_lanes, x.to(tl.float32))
-        x = x_next
-    row_max = tl.max(max_lanes, axis=0)
-
-    exp_lanes = tl.zeros((BLOCK_V,), dtype=tl.float32)
-    x = tl.load(x_row + offs, mask=offs < V, other=float("-inf"))
-    for v0 in range(BLOCK_V, V + BLOCK_V, BLOCK_V):
-        x_next = tl.load(x_row + v0 + offs, mask=(v0 + offs) < V, other=float("-inf"))
-        exp_lanes += tl.exp(x.to(tl.float32) - row_max)  # masked lanes: exp(-inf) = 0
-        x = x_next
-    log_normalizer = row_max + tl.log(tl.sum(exp_lanes, axis=0))
-
-    x = tl.load(x_row + offs, mask=offs < V, other=0.0)
-    for v0 in range(0, V, BLOCK_V):
-        col_exists = (v0 + offs) < V
-        x_next = tl.load(x_row + v0 + BLOCK_V + offs, mask=(v0 + BLOCK_V + offs) < V,
-                         other=0.0)
+    for v0 in range(start, stop, BLOCK_V):
+        col_exists = (v0 + offs) < stop
+        x = tl.load(x_row + v0 + offs, mask=col_exists, other=0.0)
         tl.store(out_row + v0 + offs, x.to(tl.float32) - log_normalizer, mask=col_exists)
-        x = x_next

@@ -24,6 +24,7 @@ def fp8_scaled_mm_tma_kernel(
     M, N, K, K_CHUNK, SEG_END0, SEG_END1,
     stride_ps, stride_pm, stride_pn,
     stride_om, stride_on,
+    b_ptr, stride_bn,
     HAS_BIAS: tl.constexpr,
     SPLIT_K: tl.constexpr,
     WRITE_PARTIALS: tl.constexpr,
@@ -33,9 +34,10 @@ def fp8_scaled_mm_tma_kernel(
     USE_PDL: tl.constexpr,
     PROMOTE_K: tl.constexpr,
     SEGMENTS: tl.constexpr,
+    PREFETCH_K: tl.constexpr,
 ):
     fp8_tma_program(a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, bias_ptr, a_scale_ptr,
                     b_scale_ptr, M, N, K, K_CHUNK, SEG_END0, SEG_END1, stride_ps, stride_pm, stride_pn, stride_om,
-                    stride_on, HAS_BIAS, SPLIT_K, WRITE_PARTIALS, FUSED_FIXUP,
+                    stride_on, b_ptr, stride_bn, HAS_BIAS, SPLIT_K, WRITE_PARTIALS, FUSED_FIXUP,
                     BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, USE_PDL, SWAP_AB=False,
-                    PROMOTE_K=PROMOTE_K, SEGMENTS=SEGMENTS)
+                    PROMOTE_K=PROMOTE_K, SEGMENTS=SEGMENTS, PREFETCH_K=PREFETCH_K)

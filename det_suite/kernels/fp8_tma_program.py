@@ -11,6 +11,11 @@ SEGMENTS > 1 (a segmented GEMM, `ops.linear.fp8_scaled_mm_segmented`): the activ
 descriptor holds SEGMENTS stacked (M, K) activations and column segment s reads the s-th;
 segment ends are multiples of BLOCK_N, so a tile lies in one segment and its K loop is the
 unsegmented one on that activation's rows.
+
+PREFETCH_K > 0 (a PDL tile's `prefetch_k`): before waiting for the previous grid, the program
+asks L2 for the first PREFETCH_K elements of its weight rows' K range (`l2_prefetch.py`).
+The tile coordinates it needs are arithmetic on the launch's scalars, so nothing is read
+before the wait.
 """
 
 import triton
@@ -18,6 +23,7 @@ import triton.language as tl
 
 from det_suite.kernels.fp8_epilogue import finish_split_k_tile, segment_of, store_scaled_tile
 from det_suite.kernels.grid_dependency import wait_for_previous_grid
+from det_suite.kernels.l2_prefetch import prefetch_rows_to_l2
 from det_suite.kernels.tile_order import grouped_tile_coordinates
 
 
@@ -50,6 +56,7 @@ def fp8_tma_program(
     M, N, K, K_CHUNK, SEG_END0, SEG_END1,
     stride_ps, stride_pm, stride_pn,
     stride_om, stride_on,
+    b_ptr, stride_bn,
     HAS_BIAS: tl.constexpr,
     SPLIT_K: tl.constexpr,
     WRITE_PARTIALS: tl.constexpr,
@@ -60,11 +67,21 @@ def fp8_tma_program(
     SWAP_AB: tl.constexpr,
     PROMOTE_K: tl.constexpr,
     SEGMENTS: tl.constexpr,
+    PREFETCH_K: tl.constexpr,
 ):
-    wait_for_previous_grid(USE_PDL)
-    pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)  # no memory read
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
+    if PREFETCH_K > 0:
+        # The weight rows of this tile's K range into L2 while the previous grid may still
+        # run (l2_prefetch.py): b_ptr is the weight the descriptor reads, (N, K), unit K stride.
+        k_first = 0
+        k_stop = K
+        if WRITE_PARTIALS:
+            k_first = tl.program_id(1) * K_CHUNK
+            k_stop = tl.minimum(k_first + K_CHUNK, K)
+        prefetch_rows_to_l2(b_ptr, stride_bn, off_n, N, k_first, k_stop, BLOCK_N, PREFETCH_K)
+    wait_for_previous_grid(USE_PDL)
     offs_m = off_m + tl.arange(0, BLOCK_M)
     offs_n = off_n + tl.arange(0, BLOCK_N)
     # The activation rows this tile reads: its segment's block of the stacked activations.

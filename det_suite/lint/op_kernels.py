@@ -24,11 +24,12 @@ as fixed kernels (`variants.FIXED_KERNELS`); here they are linted at their PDL l
 from __future__ import annotations
 
 from det_suite.kernels import registry
+from det_suite.kernels.grid_dependency import PDL_MIN_CAPABILITY, RELEASE_FIRST
 from det_suite.lint.jobs import specialize
-from det_suite.lint.ptx_grid_dependency import WAIT, GridDependencyOrder
 from det_suite.lint.ptx_instructions import summarize
 from det_suite.lint.results import FixedKernelResult
-from det_suite.lint.rules import condense_error, variant_status
+from det_suite.lint.rules import (condense_error, pdl_order, unordered_pdl_problem,
+                                  variant_status)
 from det_suite.lint.standins import KernelLaunch, bind_call, contiguous
 from det_suite.lint.targets import arch_label
 from det_suite.lint.variants import REPRESENTATIVE_K, REPRESENTATIVE_N
@@ -48,8 +49,6 @@ ATTENTION_CALLS = ((1, 1, 16), (4, 4, 16), (8, 8, 1), (4096, 1, 16), (1000, 3, 1
                    (37, 2, 1))
 ATTENTION_KERNELS = ("bi_paged_attention_kernel", "bi_paged_attention_split_kernel",
                      "bi_paged_attention_combine_kernel")
-# Targets whose launches use PDL: SM90 and newer (`ops.launch.programmatic_launch`).
-PDL_MIN_CAPABILITY = 90
 
 
 def _bf16():
@@ -57,7 +56,7 @@ def _bf16():
     return torch.bfloat16
 
 
-def _matmul(m: int, pdl: bool = False) -> KernelLaunch:
+def _matmul(m: int, pdl: bool | int = False) -> KernelLaunch:
     from det_suite.ops.bi_launch_spec import matmul_launch_spec
 
     bf16 = _bf16()
@@ -66,7 +65,7 @@ def _matmul(m: int, pdl: bool = False) -> KernelLaunch:
                                 out=contiguous(bf16, m, VOCAB)))
 
 
-def _rmsnorm(m: int, pdl: bool = False) -> KernelLaunch:
+def _rmsnorm(m: int, pdl: bool | int = False) -> KernelLaunch:
     from det_suite.ops.bi_launch_spec import rmsnorm_launch_spec
 
     bf16 = _bf16()
@@ -75,14 +74,25 @@ def _rmsnorm(m: int, pdl: bool = False) -> KernelLaunch:
                                 out=contiguous(bf16, m, HIDDEN)))
 
 
-def _log_softmax(m: int, pdl: bool = False) -> KernelLaunch:
+def _log_softmax(m: int, pdl: bool | int = False) -> dict[str, KernelLaunch]:
+    """Both launches of one log_softmax call, by kernel."""
     import torch
 
-    from det_suite.ops.bi_launch_spec import log_softmax_launch_spec
+    from det_suite.ops.bi_launch_spec import log_softmax_launch_spec, log_softmax_stats_shape
 
-    call = log_softmax_launch_spec(m, VOCAB, pdl=pdl)
-    return bind_call(call, dict(x=contiguous(_bf16(), m, VOCAB),
-                                out=contiguous(torch.float32, m, VOCAB)))
+    tensors = dict(x=contiguous(_bf16(), m, VOCAB),
+                   stats=contiguous(torch.float32, *log_softmax_stats_shape(m, VOCAB)),
+                   out=contiguous(torch.float32, m, VOCAB))
+    return {call.kernel: bind_call(call, tensors)
+            for call in log_softmax_launch_spec(m, VOCAB, pdl=pdl)}
+
+
+LOG_SOFTMAX_KERNELS = ("bi_log_softmax_partials_kernel", "bi_log_softmax_kernel")
+
+
+def _log_softmax_launch(kernel: str):
+    """A builder of `kernel`'s launch in a log_softmax call of m rows."""
+    return lambda m, pdl=False: _log_softmax(m, pdl)[kernel]
 
 
 def _attention(tokens: int, requests: int, page: int, quantize_out: bool = False
@@ -116,7 +126,7 @@ def _attention(tokens: int, requests: int, page: int, quantize_out: bool = False
     return {call.kernel: bind_call(call, tensors) for call in calls}
 
 
-def _qk_norm_rope(tokens: int, pdl: bool = False) -> KernelLaunch:
+def _qk_norm_rope(tokens: int, pdl: bool | int = False) -> KernelLaunch:
     import torch
 
     from det_suite.ops.bi_launch_spec import qk_norm_rope_launch_spec
@@ -134,7 +144,7 @@ def _qk_norm_rope(tokens: int, pdl: bool = False) -> KernelLaunch:
                                 slot_mapping=contiguous(torch.int64, tokens)))
 
 
-def _rmsnorm_quantize(m: int, residual: bool = False, pdl: bool = False) -> KernelLaunch:
+def _rmsnorm_quantize(m: int, residual: bool = False, pdl: bool | int = False) -> KernelLaunch:
     import torch
 
     from det_suite.ops.bi_launch_spec import MAX_QUANTIZED_OUTPUTS, rmsnorm_quantize_launch_spec
@@ -151,7 +161,7 @@ def _rmsnorm_quantize(m: int, residual: bool = False, pdl: bool = False) -> Kern
     return bind_call(call, tensors)
 
 
-def _mul_quantize(m: int, silu: bool = False, pdl: bool = False) -> KernelLaunch:
+def _mul_quantize(m: int, silu: bool = False, pdl: bool | int = False) -> KernelLaunch:
     """With silu, the model's launch: silu(gate) * up, gate and up the two column halves
     of one (m, 2 * HIDDEN) gate|up GEMM output."""
     from dataclasses import replace
@@ -169,10 +179,11 @@ def _mul_quantize(m: int, silu: bool = False, pdl: bool = False) -> KernelLaunch
                                 scale=contiguous(torch.float32, 1)))
 
 
-def op_kernel_launches(name: str, *, pdl: bool = False) -> list[tuple[str, KernelLaunch]]:
+def op_kernel_launches(name: str, *, pdl: bool | int = False) -> list[tuple[str, KernelLaunch]]:
     """(label, launch) for every representative launch of an op kernel; with `pdl` the
-    same launches with programmatic dependent launch (labels end in ' pdl')."""
-    tag = " pdl" if pdl else ""
+    same launches with programmatic dependent launch (labels end in ' pdl', or
+    ' pdl release-first' for `RELEASE_FIRST`, the DET_SUITE_PDL=early order)."""
+    tag = (" pdl release-first" if pdl == RELEASE_FIRST else " pdl") if pdl else ""
     if name in ATTENTION_KERNELS:  # each call as it is and returning FP8 (the model's)
         if pdl:
             return []   # paged_attention launches plain
@@ -181,7 +192,8 @@ def op_kernel_launches(name: str, *, pdl: bool = False) -> list[tuple[str, Kerne
                  for fp8 in (False, True) for t, r, p in ATTENTION_CALLS]
         return [(label, launches[name]) for label, launches in calls if name in launches]
     builders = {"bi_matmul_kernel": _matmul, "bi_rmsnorm_kernel": _rmsnorm,
-                "bi_log_softmax_kernel": _log_softmax, "bi_qk_norm_rope_kernel": _qk_norm_rope,
+                **{kernel: _log_softmax_launch(kernel) for kernel in LOG_SOFTMAX_KERNELS},
+                "bi_qk_norm_rope_kernel": _qk_norm_rope,
                 "bi_rmsnorm_quantize_kernel": _rmsnorm_quantize,
                 "bi_mul_quantize_kernel": _mul_quantize}
     if name not in builders:
@@ -197,7 +209,8 @@ def op_kernel_launches(name: str, *, pdl: bool = False) -> list[tuple[str, Kerne
 
 
 OP_KERNEL_NAMES = ("bi_matmul_kernel", "bi_paged_attention_kernel", "bi_rmsnorm_kernel",
-                   "bi_log_softmax_kernel", "bi_qk_norm_rope_kernel",
+                   "bi_log_softmax_partials_kernel", "bi_log_softmax_kernel",
+                   "bi_qk_norm_rope_kernel",
                    "bi_rmsnorm_quantize_kernel", "bi_mul_quantize_kernel",
                    "bi_paged_attention_split_kernel", "bi_paged_attention_combine_kernel")
 OP_KERNELS: tuple[registry.KernelEntry, ...] = tuple(map(registry.entry, OP_KERNEL_NAMES))
@@ -238,6 +251,7 @@ def op_kernel_jobs(kernel: registry.KernelEntry, capability: int):
     launches = op_kernel_launches(kernel.name) if kernel.operand_dtype else []
     if launches_pdl(capability):
         launches += op_kernel_launches(kernel.name, pdl=True)
+        launches += op_kernel_launches(kernel.name, pdl=RELEASE_FIRST)
     jobs = [(label, specialize(launch, kernel.module, kernel.name, capability))
             for label, launch in launches]
     partner = SAME_MMA_AS.get(kernel.name)
@@ -245,14 +259,6 @@ def op_kernel_jobs(kernel: registry.KernelEntry, capability: int):
         jobs += [(f"{partner} {label}", job)
                  for label, job in op_kernel_jobs(registry.entry(partner), capability)]
     return jobs
-
-
-def _pdl_order(job, outcome) -> GridDependencyOrder | None:
-    """Where a PDL launch's listing waits for the previous grid; None for a plain launch
-    or a listing without the record."""
-    if not dict(job.options).get("launch_pdl") or not outcome.grid_dependency:
-        return None
-    return GridDependencyOrder(**outcome.grid_dependency)
 
 
 def lint_op_kernel(kernel: registry.KernelEntry, capability: int, outcomes
@@ -290,7 +296,7 @@ def lint_op_kernel(kernel: registry.KernelEntry, capability: int, outcomes
             if wrong:
                 problems.append(f"{label}: operands {', '.join(sorted(map(str, wrong)))}, "
                                 f"not {kernel.operand_dtype}")
-        order = _pdl_order(job, outcome)
+        order = pdl_order(job.options, outcome)
         if order is not None and not order.waits_first:
             unordered.append(f"{label}: {order.describe()}")
         elif order is not None:
@@ -299,8 +305,7 @@ def lint_op_kernel(kernel: registry.KernelEntry, capability: int, outcomes
         problems.insert(0, "launches mix MMA instructions: " + " vs ".join(
             f"{', '.join(labels)} ({summary})" for summary, labels in summaries.items()))
     if unordered:
-        problems.append(f"{'; '.join(unordered)}: a PDL launch may overlap the previous "
-                        f"kernel, so it must wait ({WAIT}) before any global memory access")
+        problems.append(unordered_pdl_problem("; ".join(unordered)))
     if unsupported and not compiled:
         problems.append(f"no launch compiles here ({', '.join(unsupported)}: unsupported)")
     summary = (" / ".join(summaries) or "no instruction") if kernel.operand_dtype \

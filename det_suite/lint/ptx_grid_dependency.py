@@ -7,6 +7,12 @@ kernel may still read or write (its output, the workspace). On the GPU a missing
 race that shows only when the timing is unlucky; in the PTX it is plain to see, so the lint
 checks it for every PDL variant on a CPU, for every target.
 
+An L2 prefetch (`prefetch.global.L2`) is not an access: it moves a line into L2, which is
+coherent for the whole GPU, and nothing into the program, so it can neither read a value
+the previous grid has yet to write nor be overtaken by one. A GEMM tile with `prefetch_k`
+issues its weight's prefetches before the wait on purpose (`kernels/l2_prefetch.py`); they
+are counted, so the lint can show the tile's prefetch compiled where it was meant to.
+
 Pure text processing, like `det_suite.lint.ptx_instructions`. Listing order stands in for
 execution order: det-suite's kernels wait in their first statement, before any branch, so a
 global access that appears before the wait in the text is one the program may execute
@@ -33,6 +39,7 @@ _PREDICATE_RE = re.compile(r"^@!?%\w+\s+")
 _LEADING_RE = re.compile(r"^(?:\s*(?:[$\w]+:|[{}]))+\s*")
 _WAIT_RE = re.compile(r"(?<![\w.])griddepcontrol\.wait\b")
 _LAUNCH_RE = re.compile(r"(?<![\w.])griddepcontrol\.launch_dependents\b")
+_L2_PREFETCH_RE = re.compile(r"(?<![\w.])prefetch\.global\.L2\b")
 
 
 @dataclass(frozen=True)
@@ -43,6 +50,8 @@ class GridDependencyOrder:
     launches_dependents: bool        # holds griddepcontrol.launch_dependents
     first_access: str | None         # the first global memory statement
     access_before_wait: str | None   # a global access listed before the first wait
+    l2_prefetches_before_wait: int = 0  # prefetch.global.L2 statements before the first wait
+    releases_before_wait: bool = False  # launch_dependents before the first wait (RELEASE_FIRST)
 
     @property
     def waits_first(self) -> bool:
@@ -54,7 +63,9 @@ class GridDependencyOrder:
                                              if self.first_access else ""))
         if self.access_before_wait:
             return f"'{self.access_before_wait}' before {WAIT}"
-        return f"{WAIT} before every global access"
+        prefetched = (f", after {self.l2_prefetches_before_wait} L2 prefetch statements"
+                      if self.l2_prefetches_before_wait else "")
+        return f"{WAIT} before every global access{prefetched}"
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -80,6 +91,8 @@ def grid_dependency_order(ptx: str) -> GridDependencyOrder:
     before_wait = None
     waited = False
     launches = False
+    prefetches = 0
+    released_early = False
     for statement in statements(ptx):
         text = statement.strip()
         if _WAIT_RE.search(text):
@@ -87,6 +100,10 @@ def grid_dependency_order(ptx: str) -> GridDependencyOrder:
             continue
         if _LAUNCH_RE.search(text):
             launches = True
+            released_early = released_early or not waited
+            continue
+        if _L2_PREFETCH_RE.search(text):
+            prefetches += 0 if waited else 1
             continue
         access = global_access(text)
         if access is None:
@@ -97,4 +114,6 @@ def grid_dependency_order(ptx: str) -> GridDependencyOrder:
             before_wait = access
     return GridDependencyOrder(waits=waited, launches_dependents=launches,
                                first_access=first_access,
-                               access_before_wait=before_wait if waited else first_access)
+                               access_before_wait=before_wait if waited else first_access,
+                               l2_prefetches_before_wait=prefetches if waited else 0,
+                               releases_before_wait=released_early and waited)

@@ -40,6 +40,7 @@ class VariantResult:
     ptx_sha256: str | None = None
     pdl: bool = False         # launched with programmatic dependent launch
     pdl_order: str = ""       # where a PDL variant waits for the previous grid (PTX)
+    prefetch_k: int = 0       # K elements of weight rows fetched into L2 before the wait
     label: str = ""
 
     def __post_init__(self):
@@ -56,6 +57,8 @@ class VariantResult:
             parts.append(f"partials+{self.fixup}")
         if self.pdl:
             parts.append("PDL")
+        if self.prefetch_k:
+            parts.append(f"L2 prefetch {self.prefetch_k}")
         if self.launch != LAUNCH_SELECTED:
             parts.append(f"({self.launch})")
         if self.m == 1:

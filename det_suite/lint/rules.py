@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Iterable, Mapping
 
 from det_suite.kernels import registry
 from det_suite.lint.jobs import call_job, specialize
-from det_suite.lint.ptx_grid_dependency import GridDependencyOrder
+from det_suite.lint.ptx_grid_dependency import WAIT, GridDependencyOrder
 from det_suite.lint.ptx_instructions import MmaInstruction, summarize
 from det_suite.lint.results import (EntryResult, FixedKernelResult, TableResult,
                                     VariantResult)
@@ -122,6 +122,22 @@ def _annotated(instruction: MmaInstruction, operand_dtype: str) -> dict:
     return data
 
 
+def pdl_order(options, outcome: CompileOutcome) -> GridDependencyOrder | None:
+    """Where a launch with programmatic dependent launch (its `launch_pdl` option) waits for
+    the previous grid, read from its PTX record; None for a plain launch or a listing
+    without the record."""
+    if not dict(options).get("launch_pdl") or not outcome.grid_dependency:
+        return None
+    return GridDependencyOrder(**outcome.grid_dependency)
+
+
+def unordered_pdl_problem(launches: str) -> str:
+    """The violation for PDL launches (`launches`, labelled, with where each waits) that
+    touch global memory before they wait."""
+    return (f"{launches}: a PDL launch may overlap the previous kernel, so it must wait "
+            f"({WAIT}) before any global memory access")
+
+
 def _variant(index, m_range, source, launch, call, outcome: CompileOutcome
              ) -> tuple[VariantResult, GridDependencyOrder | None]:
     """The variant's result, and where it waits for the previous grid if launched with PDL."""
@@ -134,8 +150,7 @@ def _variant(index, m_range, source, launch, call, outcome: CompileOutcome
             status = "unexpected-mma"
     cfg, case = launch.case.config, launch.case
     pdl = bool(dict(call.options).get("launch_pdl"))
-    order = (GridDependencyOrder(**outcome.grid_dependency)
-             if pdl and outcome.grid_dependency else None)
+    order = pdl_order(call.options, outcome)
     return VariantResult(
         kernel=call.kernel, tile=index, m_range=m_range, m=case.m,
         block_m=cfg.block_m, block_n=cfg.block_n, block_k=cfg.block_k,
@@ -147,7 +162,8 @@ def _variant(index, m_range, source, launch, call, outcome: CompileOutcome
         status=status, summary=summary,
         instructions=[_annotated(i, kernel.operand_dtype or "") for i in outcome.instructions],
         error=outcome.error, ptx_sha256=outcome.ptx_sha256, pdl=pdl,
-        pdl_order=order.describe() if order else ""), order
+        pdl_order=order.describe() if order else "",
+        prefetch_k=dict(call.constexprs).get("PREFETCH_K", 0)), order
 
 
 def lint_entry(where: str, entry: "TableEntry", capability: int, override_stages,
@@ -155,12 +171,16 @@ def lint_entry(where: str, entry: "TableEntry", capability: int, override_stages
     """Check every variant of one table entry on one target."""
     variants: list[VariantResult] = []
     unordered_pdl: list[str] = []
+    unprefetched: list[str] = []  # tiles with prefetch_k whose PTX fetches nothing before the wait
     for index, m_range, source, launch, call, bound in entry_calls(entry, override_stages):
         outcome = outcomes[call_job(call, bound, capability).key]
         variant, order = _variant(index, m_range, source, launch, call, outcome)
         variants.append(variant)
         if order is not None and not order.waits_first:
             unordered_pdl.append(f"{variant.label}: {order.describe()}")
+        if variant.prefetch_k and variant.status == "ok" \
+                and not (order and order.l2_prefetches_before_wait):
+            unprefetched.append(variant.label)
 
     mma_variants = [v for v in variants if v.expects_mma]
     others = [v for v in variants if not v.expects_mma]
@@ -181,9 +201,10 @@ def lint_entry(where: str, entry: "TableEntry", capability: int, override_stages
         problems.append(f"{_some(no_mma)}: no MMA instruction in the PTX (tl.dot lowered "
                         "without tensor cores), so the K order cannot be checked")
     if unordered_pdl:
-        problems.append(f"{_some(unordered_pdl)}: a PDL launch may overlap the previous "
-                        "kernel, so it must wait (griddepcontrol.wait) before any global "
-                        "memory access")
+        problems.append(unordered_pdl_problem(_some(unordered_pdl)))
+    if unprefetched:
+        problems.append(f"{_some(unprefetched)}: the tile sets prefetch_k but its PTX issues no "
+                        "prefetch.global.L2 before griddepcontrol.wait")
     unexpected = [v for v in others if v.status == "unexpected-mma"]
     if unexpected:
         problems.append(f"{_some([v.label for v in unexpected])}: expected "

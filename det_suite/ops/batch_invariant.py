@@ -25,8 +25,9 @@ from det_suite.kernels import registry
 from det_suite.ops.bi_launch_spec import (ATTENTION_TILE, attention_launch_spec,
                                           attention_split_launch_spec, attention_splits_kv,
                                           attention_workspace_shapes,
-                                          log_softmax_launch_spec, matmul_launch_spec,
-                                          qk_norm_rope_launch_spec, rmsnorm_launch_spec)
+                                          log_softmax_launch_spec, log_softmax_stats_shape,
+                                          matmul_launch_spec, qk_norm_rope_launch_spec,
+                                          rmsnorm_launch_spec)
 from det_suite.ops.launch import Launcher, programmatic_launch, run_kernel
 from det_suite.ops.validation import (FP8_DTYPE, require_dtype, require_same_device,
                                       require_tensor, validate_scale)
@@ -134,8 +135,10 @@ def log_softmax(x, *, launcher: Launcher = run_kernel) -> torch.Tensor:
     m, v = x.shape
     out = torch.empty((m, v), dtype=torch.float32, device=x.device)
     if m and v:
-        _launch(log_softmax_launch_spec(m, v, pdl=programmatic_launch(x.device)),
-                dict(x=x, out=out), launcher)
+        stats = torch.empty(log_softmax_stats_shape(m, v), dtype=torch.float32,
+                            device=x.device)
+        for call in log_softmax_launch_spec(m, v, pdl=programmatic_launch(x.device)):
+            _launch(call, dict(x=x, stats=stats, out=out), launcher)
     return out
 
 

@@ -19,7 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import triton
+
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
+from det_suite.kernels.grid_dependency import RELEASE_FIRST
 from det_suite.ops.launch_spec import KernelCall, LaunchArg, triton_cdiv
 
 
@@ -44,7 +47,12 @@ class OpTile:
 MATMUL_TILE = OpTile("bi_matmul_kernel",
                      (("BLOCK_M", 64), ("BLOCK_N", 128), ("BLOCK_K", 64)), 4, 3)
 RMSNORM_TILE = OpTile("bi_rmsnorm_kernel", (("BLOCK_H", 1024),), 4, 1)
-LOG_SOFTMAX_TILE = OpTile("bi_log_softmax_kernel", (("BLOCK_V", 4096),), 8, 1)
+# log_softmax cuts a row into SLICE_V-position slices (a constant: the split depends on V
+# only), each reduced by one program (bi_log_softmax_partials_kernel) in BLOCK_V lanes, then
+# merged by every program of the row before it writes its slice (bi_log_softmax_kernel).
+LOG_SOFTMAX_TILE = OpTile("bi_log_softmax_kernel", (("SLICE_V", 4096), ("BLOCK_V", 4096)), 8, 1)
+LOG_SOFTMAX_PARTIALS_TILE = OpTile("bi_log_softmax_partials_kernel", LOG_SOFTMAX_TILE.tile,
+                                   LOG_SOFTMAX_TILE.num_warps, LOG_SOFTMAX_TILE.num_stages)
 # Attention reduces a query's keys in SEGMENT-sized segments of BLOCK_KV tiles (a multiple
 # of it), whichever of its two launch shapes runs: the split shape's partial kernel has the
 # tile kernel's whole tile and warps (one MMA instruction, one reduction); its combine
@@ -62,17 +70,21 @@ MUL_QUANTIZE_TILE = OpTile("bi_mul_quantize_kernel", (("BLOCK_N", 1024),), 4, 1)
 # q/k norm + RoPE + KV write: its norms must be bi_rmsnorm_kernel's bits, so its tile too.
 QK_NORM_ROPE_TILE = OpTile("bi_qk_norm_rope_kernel", RMSNORM_TILE.tile,
                            RMSNORM_TILE.num_warps, RMSNORM_TILE.num_stages)
-OP_TILES = (MATMUL_TILE, RMSNORM_TILE, LOG_SOFTMAX_TILE, ATTENTION_TILE, RMSNORM_QUANTIZE_TILE,
+OP_TILES = (MATMUL_TILE, RMSNORM_TILE, LOG_SOFTMAX_TILE, LOG_SOFTMAX_PARTIALS_TILE,
+            ATTENTION_TILE, RMSNORM_QUANTIZE_TILE,
             MUL_QUANTIZE_TILE, QK_NORM_ROPE_TILE, ATTENTION_SPLIT_TILE, ATTENTION_COMBINE_TILE)
 MAX_QUANTIZED_OUTPUTS = 3   # a layer's q, k and v projections
 
 
-def pdl_launch(pdl: bool) -> tuple[tuple[tuple[str, object], ...], tuple[tuple[str, object], ...]]:
+def pdl_launch(pdl: bool | int) -> tuple[tuple[tuple[str, object], ...],
+                                         tuple[tuple[str, object], ...]]:
     """(constexprs, options) of a launch with or without programmatic dependent launch:
     the kernel's USE_PDL (it waits for the previous grid before touching memory,
-    `kernels.grid_dependency`) and Triton's launch_pdl, always set together so the lint
-    compiles the wait wherever the launch may overlap its predecessor."""
-    return (("USE_PDL", bool(pdl)),), (("launch_pdl", bool(pdl)),)
+    `kernels.grid_dependency`; `RELEASE_FIRST` releases the next launch before it waits)
+    and Triton's launch_pdl, always set together so the lint compiles the wait wherever the
+    launch may overlap its predecessor."""
+    use_pdl = RELEASE_FIRST if pdl == RELEASE_FIRST else bool(pdl)
+    return (("USE_PDL", use_pdl),), (("launch_pdl", bool(pdl)),)
 
 
 def _tensor(role):
@@ -88,7 +100,7 @@ def _value(value):
 
 
 def matmul_launch_spec(m: int, n: int, k: int, *, has_bias: bool,
-                       pdl: bool = False) -> KernelCall:
+                       pdl: bool | int = False) -> KernelCall:
     """out (m, n) = x (m, k) @ w (n, k).T (+ bias): roles x, w, bias, out. pdl: launched
     with programmatic dependent launch (`pdl_launch`), as every spec's `pdl`."""
     t = MATMUL_TILE
@@ -104,7 +116,7 @@ def matmul_launch_spec(m: int, n: int, k: int, *, has_bias: bool,
         (("HAS_BIAS", has_bias), *t.tile, *pdl_constexprs), (*t.options, *pdl_options))
 
 
-def rmsnorm_launch_spec(m: int, h: int, eps: float, *, pdl: bool = False) -> KernelCall:
+def rmsnorm_launch_spec(m: int, h: int, eps: float, *, pdl: bool | int = False) -> KernelCall:
     """One program per row of x (m, h): roles x, weight, out."""
     t = RMSNORM_TILE
     pdl_constexprs, pdl_options = pdl_launch(pdl)
@@ -117,7 +129,7 @@ def rmsnorm_launch_spec(m: int, h: int, eps: float, *, pdl: bool = False) -> Ker
 
 
 def rmsnorm_quantize_launch_spec(m: int, h: int, eps: float, outputs: int, *,
-                                 residual: bool = False, pdl: bool = False) -> KernelCall:
+                                 residual: bool = False, pdl: bool | int = False) -> KernelCall:
     """Programs (row, BLOCK_H columns) over x (m, h), quantized for `outputs` (1..3)
     linears: roles x, weight, q0.. and scale0.. (the unused ones bound to q0 / scale0,
     never read); with `residual` also delta and summed (m, h), the norm taking x + delta
@@ -143,7 +155,7 @@ def rmsnorm_quantize_launch_spec(m: int, h: int, eps: float, outputs: int, *,
 
 
 def mul_quantize_launch_spec(m: int, n: int, *, silu_a: bool = False,
-                             pdl: bool = False) -> KernelCall:
+                             pdl: bool | int = False) -> KernelCall:
     """q (m, n) fp8 = quantize(a * b), with silu_a quantize(silu(a) * b): roles a, b, q,
     scale (a and b rows of any row stride, e.g. the two halves of one gate|up tensor)."""
     t = MUL_QUANTIZE_TILE
@@ -160,15 +172,39 @@ def mul_quantize_launch_spec(m: int, n: int, *, silu_a: bool = False,
         options)
 
 
-def log_softmax_launch_spec(m: int, v: int, *, pdl: bool = False) -> KernelCall:
-    """One program per row of x (m, v): roles x, out."""
-    t = LOG_SOFTMAX_TILE
+def log_softmax_slices(v: int) -> int:
+    """How many SLICE_V-position slices a row of V logits is cut into."""
+    return triton_cdiv(v, LOG_SOFTMAX_TILE["SLICE_V"])
+
+
+def log_softmax_stats_shape(m: int, v: int) -> tuple[int, int, int]:
+    """The fp32 workspace (role "stats"): per row and slice its (max, sum)."""
+    return (m, log_softmax_slices(v), 2)
+
+
+def log_softmax_launch_spec(m: int, v: int, *, pdl: bool | int = False
+                            ) -> tuple[KernelCall, KernelCall]:
+    """Two launches over (row, slice) programs of x (m, v): the slices' (max, sum) into the
+    workspace, then the merge and the output. Roles x, stats (`log_softmax_stats_shape`),
+    out."""
+    grid = (m, log_softmax_slices(v))
     pdl_constexprs, pdl_options = pdl_launch(pdl)
-    return KernelCall(
-        t.kernel, (m,),
-        (("x_ptr", _tensor("x")), ("out_ptr", _tensor("out")), ("V", _value(v)),
-         ("stride_xm", _stride("x", 0)), ("stride_om", _stride("out", 0))),
-        (*t.tile, *pdl_constexprs), (*t.options, *pdl_options))
+    partials = LOG_SOFTMAX_PARTIALS_TILE
+    finish = LOG_SOFTMAX_TILE
+    slots = triton.next_power_of_2(log_softmax_slices(v))  # tl.arange needs a power of two
+    return (
+        KernelCall(
+            partials.kernel, grid,
+            (("x_ptr", _tensor("x")), ("stats_ptr", _tensor("stats")), ("V", _value(v)),
+             ("stride_xm", _stride("x", 0)), ("stride_sm", _stride("stats", 0))),
+            (*partials.tile, *pdl_constexprs), (*partials.options, *pdl_options)),
+        KernelCall(
+            finish.kernel, grid,
+            (("x_ptr", _tensor("x")), ("stats_ptr", _tensor("stats")),
+             ("out_ptr", _tensor("out")), ("V", _value(v)), ("stride_xm", _stride("x", 0)),
+             ("stride_sm", _stride("stats", 0)), ("stride_om", _stride("out", 0))),
+            (*finish.tile, ("SLICES", slots), *pdl_constexprs),
+            (*finish.options, *pdl_options)))
 
 
 def _attention_inputs(num_requests: int, block_size: int, scale: float) -> tuple:
@@ -274,7 +310,7 @@ def attention_workspace_shapes(num_tokens: int, num_q_heads: int, head_dim: int,
 
 def qk_norm_rope_launch_spec(num_tokens: int, num_q_heads: int, num_kv_heads: int,
                              head_dim: int, num_slots: int, eps: float, *,
-                             pdl: bool = False) -> KernelCall:
+                             pdl: bool | int = False) -> KernelCall:
     """One program per (token, head) row, query heads first: roles q (T, Hq, D), k, v
     (T, Hkv, D), q_weight, k_weight (D,), cos, sin (T, D), k_cache, v_cache (blocks,
     block_size, Hkv, D; contiguous, so a slot's row is slot * stride(1)), slot_mapping

@@ -15,6 +15,7 @@ from typing import Any, Callable
 import torch
 
 from det_suite.kernels import registry
+from det_suite.kernels.grid_dependency import PDL_MIN_CAPABILITY, RELEASE_FIRST
 from det_suite.ops.launch_spec import (KernelCall, gemm_launch_spec, quantize_launch_spec,
                                        selects_tma)
 from det_suite.ops.validation import FP8_DTYPE
@@ -25,20 +26,31 @@ Launcher = Callable[[Any, KernelCall, list, dict], Any]
 
 
 # Set to 0 to launch the batch-invariant ops without PDL (bits are the same either way): to
-# time each kernel on its own, or where a driver mishandles programmatic launches.
+# time each kernel on its own, or where a driver mishandles programmatic launches. Set to
+# "early" to have them release the next launch before they wait (`grid_dependency`
+# RELEASE_FIRST): the same bits, a measured choice (tools/decode_prefetch_sweep.py).
 PDL_ENV = "DET_SUITE_PDL"
+PDL_ENV_VALUES = ("0", "1", "early")
 
 
-def programmatic_launch(device) -> bool:
-    """Whether kernels on `device` are launched with programmatic dependent launch (PDL):
-    CUDA devices of SM90 or newer, unless DET_SUITE_PDL=0. The interpreter (a CPU tensor)
-    runs programs one after another and has no grid-dependency instructions; PDL only moves a GPU launch, never
-    the arithmetic, so where it is off the bits are the same."""
+def programmatic_launch(device) -> bool | int:
+    """How kernels on `device` are launched: False (plainly), True (programmatic dependent
+    launch, PDL: wait, then release the next launch) or `RELEASE_FIRST` (PDL, releasing
+    first). PDL needs a CUDA device of SM90 or newer and is on unless DET_SUITE_PDL=0. The
+    interpreter (a CPU tensor) runs programs one after another and has no grid-dependency
+    instructions; PDL only moves a GPU launch, never the arithmetic, so where it is off the
+    bits are the same."""
     device = torch.device(device)
-    if device.type != "cuda" or os.environ.get(PDL_ENV, "1") == "0":
+    setting = os.environ.get(PDL_ENV, "1")
+    if setting not in PDL_ENV_VALUES:
+        raise ValueError(f"{PDL_ENV} must be one of {', '.join(PDL_ENV_VALUES)}; "
+                         f"got {setting!r}")
+    if device.type != "cuda" or setting == "0":
         return False
     index = device.index if device.index is not None else torch.cuda.current_device()
-    return _capability_major(index) >= 9
+    if 10 * _capability_major(index) < PDL_MIN_CAPABILITY:
+        return False
+    return RELEASE_FIRST if setting == "early" else True
 
 
 @lru_cache(maxsize=None)
@@ -111,10 +123,10 @@ def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
     k = a.shape[1]
     m = a.shape[0] // (len(segment_ends) + 1)
     n = b_kn.shape[1]
-    if config.use_pdl and a.device.type != "cuda":
-        # The interpreter runs programs one after another and has no grid-dependency
-        # instructions; PDL only moves a GPU launch, so it is dropped there.
-        config = replace(config, use_pdl=False)
+    if (config.use_pdl or config.prefetch_k) and a.device.type != "cuda":
+        # The interpreter runs programs one after another and has no grid-dependency or
+        # prefetch instructions; both only move GPU work in time, so they are dropped there.
+        config = replace(config, use_pdl=False, prefetch_k=0)
     spec = gemm_launch_spec(config, m, n, k, has_bias=bias is not None,
                             use_tma=selects_tma(config, a, b_kn), segment_ends=segment_ends)
     tensors = dict(a=a, b_kn=b_kn, b_nk=b_kn.t(), out=out, bias=bias, a_scale=a_scale,

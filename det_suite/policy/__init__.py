@@ -12,13 +12,15 @@ and may also pick free launch parameters (warps, stages, workspace vs single pas
 
 from det_suite.policy.table_format import (OPTIONAL_TILE_FIELDS, PDL_FAMILIES, SWAP_AB_FAMILIES,
                                            entry_json, load_policy_file, m_tile_json,
-                                           m_tile_text, parse_entry, parse_policy, policy_json,
-                                           shipped_families, shipped_policy, write_policy_file)
-from det_suite.policy.tiles import (SUPPORTED_STAGES, SWAP_FALLBACK_BLOCK_M, LaunchConfig, MTile,
-                                    TableEntry, TilePolicy, validate_stages)
+                                           m_tile_text, parse_entry, parse_payload, parse_policy,
+                                           policy_json, shipped_families, shipped_policy,
+                                           write_policy_file)
+from det_suite.policy.tiles import (L2_LINE_ELEMENTS, SUPPORTED_STAGES, SWAP_FALLBACK_BLOCK_M,
+                                    LaunchConfig, MTile, TableEntry, TilePolicy, validate_stages)
 
-__all__ = ["OPTIONAL_TILE_FIELDS", "PDL_FAMILIES", "SUPPORTED_STAGES", "SWAP_AB_FAMILIES",
-           "SWAP_FALLBACK_BLOCK_M", "LaunchConfig", "MTile", "TableEntry", "TilePolicy",
+__all__ = ["L2_LINE_ELEMENTS", "OPTIONAL_TILE_FIELDS", "PDL_FAMILIES", "SUPPORTED_STAGES",
+           "SWAP_AB_FAMILIES", "SWAP_FALLBACK_BLOCK_M", "LaunchConfig", "MTile", "TableEntry",
+           "TilePolicy",
            "entry_json", "load_policy_file", "m_tile_json", "m_tile_text", "parse_entry",
-           "parse_policy", "policy_json", "shipped_families", "shipped_policy",
+           "parse_payload", "parse_policy", "policy_json", "shipped_families", "shipped_policy",
            "validate_stages", "write_policy_file"]

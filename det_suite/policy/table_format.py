@@ -14,8 +14,8 @@ from functools import lru_cache
 from importlib import resources
 
 from det_suite.platform.family import DEFAULT_FAMILY, KNOWN_FAMILIES, validate_family
-from det_suite.policy.tiles import (SUPPORTED_STAGES, SWAP_FALLBACK_BLOCK_M, LaunchConfig, MTile,
-                                    TableEntry, TilePolicy, promotion_k)
+from det_suite.policy.tiles import (L2_LINE_ELEMENTS, SUPPORTED_STAGES, SWAP_FALLBACK_BLOCK_M,
+                                    LaunchConfig, MTile, TableEntry, TilePolicy, promotion_k)
 
 # Families whose tables may use programmatic dependent launch / swapped operands (both need
 # SM90+ instructions; swapping exists for wgmma's 64-row minimum).
@@ -40,7 +40,8 @@ def parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEnt
                               fused_fixup=t.get("fused_fixup", True),
                               use_pdl=t.get("use_pdl", False),
                               swap_ab=t.get("swap_ab", False),
-                              block_n=t.get("block_n"), block_k=t.get("block_k"))
+                              block_n=t.get("block_n"), block_k=t.get("block_k"),
+                              prefetch_k=t.get("prefetch_k", 0))
                         for t in raw["m_tiles"])
         entry = TableEntry(n=n, k=k, block_n=raw["block_n"], block_k=raw["block_k"],
                            split_k=raw.get("split_k", 1), group_m=raw.get("group_m", 8),
@@ -89,9 +90,24 @@ def parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEnt
                             "weight rows fill the MMA's row side)")
         if not _power_of_two(t.num_warps):
             problems.append(f"num_warps {t.num_warps} must be a power of two")
+        problems.extend(_prefetch_problems(t))
     if problems:
         raise ValueError(f"{where}: " + "; ".join(problems))
     return entry
+
+
+def _prefetch_problems(tile: MTile) -> list[str]:
+    # An L2 fetch issued before the wait only pays while the previous grid still runs, which
+    # only a PDL launch allows; the kernel finds its weight rows through the TMA launch's
+    # pointer. Whole 128-byte lines of FP8 (128 elements) keep one fetch per line.
+    if not isinstance(tile.prefetch_k, int) or isinstance(tile.prefetch_k, bool) \
+            or tile.prefetch_k < 0 or tile.prefetch_k % L2_LINE_ELEMENTS:
+        return [f"prefetch_k must be 0 or a positive multiple of {L2_LINE_ELEMENTS} "
+                f"(K elements of whole 128-byte lines); got {tile.prefetch_k!r}"]
+    if tile.prefetch_k and not (tile.use_pdl and tile.use_tma):
+        return [f"prefetch_k {tile.prefetch_k} needs use_pdl and use_tma (a fetch before the "
+                "wait overlaps the previous grid only under programmatic dependent launch)"]
+    return []
 
 
 def parse_policy(raw: dict, source: str) -> TilePolicy:
@@ -148,7 +164,7 @@ def shipped_families() -> tuple[str, ...]:
 
 # MTile fields written only when set: a base table's entries pass through `entry_json`
 # unchanged when tune writes its table, so every field a shipped table may use is here.
-OPTIONAL_TILE_FIELDS = ("block_n", "block_k", "swap_ab", "use_pdl")
+OPTIONAL_TILE_FIELDS = ("block_n", "block_k", "swap_ab", "use_pdl", "prefetch_k")
 
 
 def m_tile_json(tile: MTile) -> dict:
@@ -180,8 +196,14 @@ def write_policy_file(path, payload: dict):
     load is never written). Returns the path."""
     from det_suite.reports.files import write_json_atomic
 
-    parse_policy(json.loads(json.dumps(payload, default=str)), str(path))
+    parse_payload(payload, str(path))
     return write_json_atomic(path, payload)
+
+
+def parse_payload(payload: dict, source: str) -> TilePolicy:
+    """A table payload (`policy_json`'s output) read back as its JSON file would be: what
+    checks a table before it is written or used."""
+    return parse_policy(json.loads(json.dumps(payload, default=str)), source)
 
 
 def m_tile_text(tile: MTile) -> str:
@@ -193,4 +215,5 @@ def m_tile_text(tile: MTile) -> str:
             + (" unfused" if tile.use_workspace and not tile.fused_fixup else "")
             + (" tma" if tile.use_tma else "")
             + (" swap" if tile.swap_ab else "")
-            + (" pdl" if tile.use_pdl else ""))
+            + (" pdl" if tile.use_pdl else "")
+            + (f" pf{tile.prefetch_k}" if tile.prefetch_k else ""))

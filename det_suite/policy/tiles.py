@@ -23,6 +23,8 @@ SWAP_FALLBACK_BLOCK_M = 64
 # Triton drains the MMA pipeline at each promotion point, so 256 halves those stalls
 # (decode geomean vs torch._scaled_mm 0.99 against 1.15 with 128; tools/promotion_sweep.py).
 FAMILY_PROMOTE_K = {"sm90": 256}
+# FP8 elements in one 128-byte L2 line: the unit a tile's weight prefetch (prefetch_k) counts in.
+L2_LINE_ELEMENTS = 128
 
 
 def promotion_k(family: str) -> int | None:
@@ -53,6 +55,11 @@ class LaunchConfig:
     swap_ab: bool = False
     # FP32 promotion interval along K (FAMILY_PROMOTE_K); None: the MMA accumulates unpromoted.
     promote_k: int | None = None
+    # PDL TMA tiles only: K elements of its weight rows each program asks L2 to fetch before
+    # it waits for the previous grid (0: none). The weight is never written by the kernels
+    # a GEMM follows, so the fetch may overlap them; the loads after the wait read the same
+    # bytes, from L2 instead of DRAM. Moves memory traffic, never the arithmetic.
+    prefetch_k: int = 0
 
     def k_chunk(self, k: int) -> int:
         """Elements of K per split chunk: whole BLOCK_K tiles, so no tile straddles chunks."""
@@ -88,6 +95,7 @@ class MTile:
     # BLOCK_N share one MMA K step and input type (SM90 wgmma n64/n128/n256: docs/invariance-rule.md's
     # second probe found them bit-identical); the lint and the invariance suite re-prove it.
     block_n: int | None = None
+    prefetch_k: int = 0  # LaunchConfig.prefetch_k
 
 
 @dataclass(frozen=True)
@@ -112,6 +120,7 @@ class TableEntry:
                     use_workspace=tile.use_workspace and self.split_k > 1,
                     use_tma=tile.use_tma, fused_fixup=tile.fused_fixup,
                     use_pdl=tile.use_pdl, swap_ab=tile.swap_ab, promote_k=self.promote_k,
+                    prefetch_k=tile.prefetch_k,
                 )
         raise AssertionError("validated tables end with an unbounded m_tile")
 

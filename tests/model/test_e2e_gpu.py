@@ -36,10 +36,17 @@ def test_the_thermal_gate_read_every_sample(gpu_run):
 
 
 def test_the_decode_floor_is_measured(gpu_run):
+    """The floor is a measured copy bandwidth and every batch-1 arm gets a ratio to it. Its
+    sign is not asserted: on the tiny model a graph decode step is tens of microseconds,
+    and a step is the difference of two requests' times (bench e2e's definition), so the
+    requests' noise may exceed the 3 steps here; the 8B model runs measure the claim."""
+    import math
+
     floor = gpu_run.payload["summary"]["floor"]
     assert floor["measured"] and floor["copy_bandwidth_bytes_per_s"] > 1e11
+    assert floor["floor_ms"] > 0
     assert {r["arm"] for r in floor["rows"]} == {"control", "det"}
-    assert all(r["floor_ratio"] > 0 for r in floor["rows"])
+    assert all(math.isfinite(r["floor_ratio"]) for r in floor["rows"])
 
 
 def test_the_gpu_environment_is_recorded(gpu_run):

@@ -10,10 +10,12 @@ from det_suite.models.catalog import model_dims
 from det_suite.ops import run_kernel
 from det_suite.ops.batch_invariant import (bf16_linear, log_softmax, paged_attention, rms_norm,
                                            write_kv)
+from op_controls import log_softmax_schedule_by_rows
 
 pytestmark = pytest.mark.gpu
 
 DIMS = model_dims("qwen3-8b")
+
 VOCAB = 151936  # Qwen3's vocabulary (config.json vocab_size)
 PAGE = 16
 BIG = 2048
@@ -73,8 +75,9 @@ def test_log_softmax_rows_equal_rows_of_a_bigger_call(rows):
 
 
 def test_log_softmax_control_is_flagged():
+    """The small call's rows in 16384-position slices of 512 lanes (the op: 4096 and 4096)."""
     logits = _randn(256, VOCAB, scale=4, seed=4)
-    small = lambda k, c, a, kw: run_kernel(k, c, a, {**kw, "BLOCK_V": 512})  # noqa: E731
+    small = log_softmax_schedule_by_rows(1 << 14, 512)
     assert not torch.equal(log_softmax(logits)[10:17], log_softmax(logits[10:17], launcher=small))
 
 

@@ -50,6 +50,9 @@ OPS = {
         torch.empty(m, H, dtype=torch.bfloat16), torch.empty(m, H, dtype=torch.bfloat16),
         torch.ones(1), launcher=launcher),
 }
+# The kernels an op's call launches, where that is more than the one it is keyed by.
+OP_CALL_KERNELS = {"bi_log_softmax_kernel": ["bi_log_softmax_partials_kernel",
+                                             "bi_log_softmax_kernel"]}
 CASES = [(name, (m,)) for name in OPS for m in op_kernels.ROW_COUNTS] + [
     ("paged_attention", call) for call in op_kernels.ATTENTION_CALLS]
 
@@ -62,7 +65,7 @@ def test_lint_launch_mirrors_the_op(name, shape):
     else:
         calls = _record(OPS[name](*shape))
         label = f"M={shape[0]}"
-        assert [recorded[1].kernel for recorded in calls] == [name]
+        assert [recorded[1].kernel for recorded in calls] == OP_CALL_KERNELS.get(name, [name])
     for recorded in calls:
         kernel = recorded[1].kernel
         assert recorded[0] is registry.kernel(kernel)
@@ -179,7 +182,10 @@ LOADS_BEFORE_WAIT = dict(WAITS_FIRST, access_before_wait="ld.global.b32 %r1, [%r
 
 def _is_pdl(job) -> bool:
     flags = (dict(job.constexprs).get("USE_PDL"), dict(job.options).get("launch_pdl"))
-    assert flags[0] == flags[1], f"{job.attr}: USE_PDL and launch_pdl disagree: {flags}"
+    # USE_PDL is True, or RELEASE_FIRST (2) for the DET_SUITE_PDL=early order: either way set
+    # exactly when the launch attribute is.
+    assert bool(flags[0]) == bool(flags[1]), \
+        f"{job.attr}: USE_PDL and launch_pdl disagree: {flags}"
     return bool(flags[1])
 
 
@@ -187,16 +193,16 @@ def _is_pdl(job) -> bool:
                                              (100, True), (120, True)],
                          ids=lambda v: f"sm_{v}" if isinstance(v, int) else None)
 def test_op_kernels_are_linted_with_pdl_on_sm90_and_newer(capability, pdl):
-    """Every op launch again with PDL where the ops launch with it, so its wait is checked;
-    before SM90 none."""
+    """Every op launch again with PDL where the ops launch with it, in both release orders
+    (DET_SUITE_PDL=1 and =early), so its wait is checked; before SM90 none."""
     for kernel in op_kernels.linted_op_kernels(capability):
         jobs = [(label, job) for label, job in op_kernels.op_kernel_jobs(kernel, capability)
                 if not label.startswith(tuple(op_kernels.SAME_MMA_AS.values()))]
         pdl_labels = [label for label, job in jobs if _is_pdl(job)]
         plain = [label for label, _launch in op_kernels.op_kernel_launches(kernel.name)]
         launched_pdl = pdl and kernel.name in op_kernels.PDL_OP_KERNEL_NAMES
-        assert pdl_labels == ([f"{label} pdl" for label in plain] if launched_pdl else []), \
-            kernel.name
+        expected = [f"{label} pdl{order}" for order in ("", " release-first") for label in plain]
+        assert pdl_labels == (expected if launched_pdl else []), kernel.name
     mma = {k.name for k in op_kernels.MMA_OP_KERNELS}
     assert {k.name for k in op_kernels.linted_op_kernels(capability)} == \
         (mma | set(op_kernels.PDL_OP_KERNEL_NAMES) if pdl else mma)

@@ -12,6 +12,7 @@ import torch
 
 from det_suite.ops import run_kernel
 from det_suite.ops.batch_invariant import bf16_linear, log_softmax, rms_norm
+from op_controls import log_softmax_schedule_by_rows
 
 
 def tile_by_rows(**small_call_tile):
@@ -132,10 +133,15 @@ def test_rms_norm_control_with_block_h_by_rows_is_flagged(device):
 
 # ------------------------------------------------------------------ log_softmax
 
-@pytest.fixture
-def logits(device):
+# One slice of the op's SLICE_V positions, and three with a partial last one (the real
+# vocabularies span 8 to 64 slices; the merge is the same code).
+VOCAB_WIDTHS = {"one-slice": 600, "three-slices": 2 * 4096 + 808}
+
+
+@pytest.fixture(params=list(VOCAB_WIDTHS.values()), ids=list(VOCAB_WIDTHS))
+def logits(device, request):
     g = torch.Generator().manual_seed(5)
-    return (torch.randn(23, 600, generator=g) * 4).to(torch.bfloat16).to(device)
+    return (torch.randn(23, request.param, generator=g) * 4).to(torch.bfloat16).to(device)
 
 
 def test_log_softmax_matches_fp64(logits):
@@ -152,9 +158,37 @@ def test_log_softmax_rows_equal_rows_of_a_bigger_call(logits, rows):
     assert torch.equal(big, small), f"{int((big != small).sum())} of {big.numel()} differ"
 
 
-def test_log_softmax_control_with_block_v_by_rows_is_flagged(logits):
-    big, small = _rows_of_bigger_call(log_softmax, logits, ROW_SUBSETS["suffix"], BLOCK_V=64)
+def test_log_softmax_slices_depend_on_v_only():
+    from det_suite.ops.bi_launch_spec import LOG_SOFTMAX_TILE, log_softmax_launch_spec
+
+    slice_v = LOG_SOFTMAX_TILE["SLICE_V"]
+    for v in (1, slice_v, slice_v + 1, 151936):
+        grids = {call.grid for m in (1, 7, 4096) for call in log_softmax_launch_spec(m, v)}
+        assert {g[1] for g in grids} == {-(-v // slice_v)}, v
+
+
+def test_a_slice_with_no_finite_logit_adds_nothing(device):
+    """Masked logits (-inf over a whole slice, as a padded vocabulary has): the other
+    slices' log-probabilities stay finite and match fp64; the masked ones are -inf."""
+    g = torch.Generator().manual_seed(6)
+    x = torch.randn(3, VOCAB_WIDTHS["three-slices"], generator=g) * 4
+    x[:, 4096:8192] = float("-inf")
+    x = x.to(device)
+    got = log_softmax(x)
+    ref = torch.log_softmax(x.double(), dim=-1)
+    assert torch.isneginf(got[:, 4096:8192]).all()
+    finite = torch.isfinite(ref)
+    torch.testing.assert_close(got.double()[finite], ref[finite], rtol=0, atol=2e-5)
+
+
+def test_log_softmax_control_with_a_schedule_by_rows_is_flagged(logits):
+    """The small call's rows in one slice of 64 lanes (the op: SLICE_V-position slices of
+    its BLOCK_V lanes): the harness must see other bits."""
+    rows = ROW_SUBSETS["suffix"]
+    big = log_softmax(logits)[rows]
+    small = log_softmax(logits[rows], launcher=log_softmax_schedule_by_rows(1 << 14, 64))
     assert not torch.equal(big, small)
+    torch.testing.assert_close(small, big, rtol=0, atol=2e-5)  # still a log_softmax
 
 
 # ------------------------------------------------------------------ bad input

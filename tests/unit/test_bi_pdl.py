@@ -17,20 +17,23 @@ import re
 import subprocess
 import sys
 from collections import Counter
+from functools import partial
 from pathlib import Path
 
 import pytest
 import torch
 
 from det_suite.kernels import registry
+from det_suite.kernels.grid_dependency import RELEASE_FIRST
 from det_suite.lint import op_kernels, specialize
 from det_suite.lint.worker import WORKER_FLAG, WORKER_MODULE, worker_env
 from det_suite.ops import run_kernel
 from det_suite.ops.batch_invariant import bf16_linear, log_softmax, qk_norm_rope_write, rms_norm
 from det_suite.ops.bi_launch_spec import (log_softmax_launch_spec, matmul_launch_spec,
-                                          mul_quantize_launch_spec, qk_norm_rope_launch_spec,
-                                          rmsnorm_launch_spec, rmsnorm_quantize_launch_spec)
-from det_suite.ops.launch import programmatic_launch
+                                          mul_quantize_launch_spec, pdl_launch,
+                                          qk_norm_rope_launch_spec, rmsnorm_launch_spec,
+                                          rmsnorm_quantize_launch_spec)
+from det_suite.ops.launch import PDL_ENV, programmatic_launch
 from det_suite.ops.quantized_inputs import (add_rms_norm_quantized_stacked, mul_quantized,
                                             rms_norm_quantized, silu_mul_quantized)
 
@@ -42,7 +45,8 @@ SPECS = {
                                                                        residual=True, **pdl),
     "mul-quantize": lambda **pdl: mul_quantize_launch_spec(8, 64, **pdl),
     "silu-mul-quantize": lambda **pdl: mul_quantize_launch_spec(8, 64, silu_a=True, **pdl),
-    "log-softmax": lambda **pdl: log_softmax_launch_spec(8, 64, **pdl),
+    "log-softmax-partials": lambda **pdl: log_softmax_launch_spec(8, 64, **pdl)[0],
+    "log-softmax": lambda **pdl: log_softmax_launch_spec(8, 64, **pdl)[1],
     "qk-norm-rope": lambda **pdl: qk_norm_rope_launch_spec(8, 4, 2, 16, 64, 1e-6, **pdl),
 }
 
@@ -71,6 +75,7 @@ def test_pdl_changes_nothing_else_in_the_launch(name):
 
 # Device names only: the capability is faked, so no GPU is touched (module level, where
 # the GPU-marker scan does not read them as a test using CUDA).
+FAKED_GPU = torch.device("cuda", 0)
 FAKED_CAPABILITIES = [
     ("cpu", (9, 0), False), (torch.device("cpu"), (12, 0), False),
     ("cuda", (8, 0), False), ("cuda:0", (8, 9), False),
@@ -95,27 +100,81 @@ def test_programmatic_launch_is_on_for_cuda_devices_of_sm90_and_newer(
         launch._capability_major.cache_clear()
 
 
+@pytest.mark.parametrize("setting, expected", [("0", False), ("1", True),
+                                              ("early", RELEASE_FIRST)],
+                         ids=["off", "default", "early"])
+def test_det_suite_pdl_chooses_plain_pdl_or_release_first(monkeypatch, setting, expected):
+    """DET_SUITE_PDL=early keeps PDL and has the op kernels release the next launch before
+    they wait (the same bits; which order is faster is measured)."""
+    from det_suite.ops import launch
+
+    monkeypatch.setenv(PDL_ENV, setting)
+    monkeypatch.setattr(torch.cuda, "get_device_capability", lambda device=None: (9, 0))
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    launch._capability_major.cache_clear()
+    try:
+        assert programmatic_launch(FAKED_GPU) is expected
+        assert programmatic_launch("cpu") is False
+    finally:
+        launch._capability_major.cache_clear()
+
+
+def test_an_unknown_det_suite_pdl_value_is_refused(monkeypatch):
+    monkeypatch.setenv(PDL_ENV, "yes")
+    with pytest.raises(ValueError, match="DET_SUITE_PDL must be one of 0, 1, early; got 'yes'"):
+        programmatic_launch("cpu")
+
+
+@pytest.mark.parametrize("pdl, use_pdl", [(False, False), (True, True),
+                                          (RELEASE_FIRST, RELEASE_FIRST)],
+                         ids=["plain", "pdl", "release-first"])
+def test_the_release_order_reaches_the_kernel_with_the_launch_attribute(pdl, use_pdl):
+    constexprs, options = pdl_launch(pdl)
+    assert (dict(constexprs)["USE_PDL"], dict(options)["launch_pdl"]) == (use_pdl, bool(pdl))
+
+
+@pytest.mark.parametrize("pdl, releases_first", [(True, False), (RELEASE_FIRST, True)],
+                         ids=["wait-then-release", "release-first"])
+def test_release_first_kernels_release_before_waiting_and_still_wait_first(pdl, releases_first):
+    """Cross-compiled for sm_90: either order waits before any global access; only the
+    release (griddepcontrol.launch_dependents) moves."""
+    from det_suite.lint import compile_outcomes
+    from det_suite.lint.ptx_grid_dependency import GridDependencyOrder
+
+    kernel = registry.entry("bi_rmsnorm_quantize_kernel")
+    _label, launch = op_kernels.op_kernel_launches(kernel.name, pdl=pdl)[0]
+    (outcome,) = compile_outcomes([specialize(launch, kernel.module, kernel.name, 90)],
+                                  workers=1)
+    assert outcome.ok, outcome.error
+    order = GridDependencyOrder(**outcome.grid_dependency)
+    assert order.waits_first and order.launches_dependents
+    assert order.releases_before_wait is releases_first
+
+
 # ---------------------------------------------------------------- the ops pass the flag
 
 T, H, HQ, HKV, D = 3, 32, 4, 2, 16
 
 
-def _cpu_ops():
+def _ops(device: str = "cpu"):
+    """Every op on small tensors of `device`, each taking a recording launcher (nothing is
+    launched, so the CUDA device works here too)."""
     bf16 = torch.bfloat16
-    x, w = torch.zeros(T, H, dtype=bf16), torch.ones(H, dtype=bf16)
-    scales = [torch.ones(1) for _ in range(3)]
-    cache = torch.zeros(2, 4, HKV, D, dtype=bf16)
-    rope = torch.zeros(T, D, dtype=bf16)
+    zeros, ones = partial(torch.zeros, device=device), partial(torch.ones, device=device)
+    x, w = zeros(T, H, dtype=bf16), ones(H, dtype=bf16)
+    scales = [ones(1) for _ in range(3)]
+    cache = zeros(2, 4, HKV, D, dtype=bf16)
+    rope = zeros(T, D, dtype=bf16)
     return {
-        "bf16_linear": lambda launcher: bf16_linear(x, torch.zeros(8, H, dtype=bf16),
+        "bf16_linear": lambda launcher: bf16_linear(x, zeros(8, H, dtype=bf16),
                                                     launcher=launcher),
         "rms_norm": lambda launcher: rms_norm(x, w, 1e-6, launcher=launcher),
         "log_softmax": lambda launcher: log_softmax(x, launcher=launcher),
         "qk_norm_rope_write": lambda launcher: qk_norm_rope_write(
-            torch.zeros(T, HQ, D, dtype=bf16), torch.zeros(T, HKV, D, dtype=bf16),
-            torch.zeros(T, HKV, D, dtype=bf16), torch.ones(D, dtype=bf16),
-            torch.ones(D, dtype=bf16), 1e-6, rope, rope, cache, cache.clone(),
-            torch.arange(T), launcher=launcher),
+            zeros(T, HQ, D, dtype=bf16), zeros(T, HKV, D, dtype=bf16),
+            zeros(T, HKV, D, dtype=bf16), ones(D, dtype=bf16),
+            ones(D, dtype=bf16), 1e-6, rope, rope, cache, cache.clone(),
+            torch.arange(T, device=device), launcher=launcher),
         "rms_norm_quantized": lambda launcher: rms_norm_quantized(x, w, 1e-6, scales,
                                                                   launcher=launcher),
         "add_rms_norm_quantized_stacked": lambda launcher: add_rms_norm_quantized_stacked(
@@ -133,11 +192,11 @@ def _recorded_keywords(op) -> list[dict]:
     return keywords
 
 
-@pytest.mark.parametrize("name", list(_cpu_ops()))
+@pytest.mark.parametrize("name", list(_ops()))
 @pytest.mark.parametrize("pdl", [False, True], ids=["answer-off", "answer-on"])
-def test_op_launches_with_pdl_where_programmatic_launch_says(monkeypatch, name, pdl):
+def test_op_launches_with_pdl_where_programmatic_launch_says(monkeypatch, device, name, pdl):
     """Each op asks `programmatic_launch` about its input's device and launches its kernel
-    with the answer (here faked: a CPU run never uses PDL)."""
+    with the answer (here faked, so a CPU run can say yes)."""
     asked = []
 
     def fake(device):
@@ -146,15 +205,19 @@ def test_op_launches_with_pdl_where_programmatic_launch_says(monkeypatch, name, 
 
     for module in ("batch_invariant", "quantized_inputs"):
         monkeypatch.setattr(f"det_suite.ops.{module}.programmatic_launch", fake)
-    keywords = _recorded_keywords(_cpu_ops()[name])
-    assert keywords and asked == ["cpu"] * len(keywords)
+    keywords = _recorded_keywords(_ops(device)[name])
+    assert keywords and asked and set(asked) == {device}  # once a call or once a launch
     assert [(kw["USE_PDL"], kw["launch_pdl"]) for kw in keywords] == [(pdl, pdl)] * len(keywords)
 
 
-@pytest.mark.parametrize("name", list(_cpu_ops()))
-def test_op_on_a_cpu_tensor_launches_without_pdl(name):
-    keywords = _recorded_keywords(_cpu_ops()[name])
-    assert [(kw["USE_PDL"], kw["launch_pdl"]) for kw in keywords] == [(False, False)]
+@pytest.mark.parametrize("name", list(_ops()))
+def test_op_on_a_cpu_tensor_launches_without_pdl(device, name):
+    if device != "cpu":
+        pytest.skip("CPU tensors reach a kernel only under Triton's interpreter; "
+                    "this run has a CUDA device and no interpreter")
+    keywords = _recorded_keywords(_ops()[name])
+    assert keywords and \
+        [(kw["USE_PDL"], kw["launch_pdl"]) for kw in keywords] == [(False, False)] * len(keywords)
 
 
 # ---------------------------------------------------------------- on the GPU
@@ -245,7 +308,12 @@ class SmallOpChain:
 @pytest.mark.graph
 @pytest.mark.parametrize("family", PDL_FAMILIES)
 @pytest.mark.parametrize("mode", ["eager", "graph"])
-def test_gpu_small_ops_with_pdl_give_the_bytes_of_plain_launches(family, mode, bit_exact):
+@pytest.mark.parametrize("release", ["1", "early"], ids=["wait-then-release", "release-first"])
+def test_gpu_small_ops_with_pdl_give_the_bytes_of_plain_launches(family, mode, release,
+                                                                 bit_exact, monkeypatch):
+    """Either release order (DET_SUITE_PDL=1 or =early): the bytes of plain launches, with
+    every buffer poisoned between runs, so a kernel that read early would show."""
+    monkeypatch.setenv(PDL_ENV, release)
     assert programmatic_launch("cuda"), "SM90+ launches the ops with PDL"
     reference = SmallOpChain(force_plain=True)
     expected = {name: _bytes(out).clone() for name, out in reference.run().items()}

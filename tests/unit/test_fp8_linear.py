@@ -459,6 +459,30 @@ def test_pdl_flag_reaches_kernel_and_launch_option(use_pdl):
         assert dict(gemm.options)["launch_pdl"] is use_pdl
 
 
+@pytest.mark.parametrize("prefetch_k", [0, 2048], ids=["off", "on"])
+def test_prefetch_k_reaches_the_tma_kernels_only(prefetch_k):
+    """The TMA kernels take PREFETCH_K and the weight's pointer beside its descriptor; the
+    pointer kernel (which a tile falls back to) takes neither."""
+    from det_suite.ops import gemm_launch_spec
+
+    config = replace(shipped_policy("sm90").select(1, 4096, 4096), prefetch_k=prefetch_k)
+    tma = gemm_launch_spec(config, 1, 4096, 4096, has_bias=False, use_tma=True).calls[0]
+    pointer = gemm_launch_spec(config, 1, 4096, 4096, has_bias=False, use_tma=False).calls[0]
+    assert dict(tma.constexprs)["PREFETCH_K"] == prefetch_k
+    assert [name for name, _ in tma.args][-2:] == ["b_ptr", "stride_bn"]
+    assert "PREFETCH_K" not in dict(pointer.constexprs)
+
+
+def test_prefetch_tile_gives_the_plain_tiles_bits(device):
+    """Prefetching moves the weight's traffic, never the arithmetic. Under the interpreter
+    the ops drop it (no prefetch instruction there), so the CPU shows the op accepts such a
+    tile; the GPU runs it, eager and in the PDL chain above."""
+    problem, _, a = _stress_layer(64, 256, 3, device)
+    config = replace(shipped_policy("sm90").select(1, 4096, 4096), block_k=SM90_BLOCK_K)
+    outs = [_gemm(a, problem, replace(config, use_pdl=True, prefetch_k=pf)) for pf in (256, 0)]
+    assert torch.equal(outs[0], outs[1])
+
+
 PDL_FAMILIES = [pytest.param("sm90", marks=pytest.mark.sm90, id="sm90"),
                 pytest.param("sm120", marks=pytest.mark.sm120, id="sm120")]
 PDL_CHAIN_REPLAYS = 20
@@ -472,11 +496,12 @@ class PdlChain:
     runs; only its griddepcontrol.wait orders it, and a missing wait shows as a stale bias,
     a lost write or a stale input."""
 
-    def __init__(self, family: str, use_pdl: bool):
+    def __init__(self, family: str, use_pdl: bool, prefetch_k: int = 0):
         from det_suite.policy import shipped_policy as table
 
         self.policy = table(family)
         self.use_pdl = use_pdl
+        self.prefetch_k = prefetch_k  # on every TMA GEMM of the chain: weight fetches before the wait
         self.slow, x_slow = stress_operands(4096, 12288, 8, device="cuda", seed=1)
         self.fast, x_fast = stress_operands(4096, 4096, 8, device="cuda", seed=2)
         self.big, x_big = stress_operands(4096, 4096, 2048, device="cuda", seed=3)
@@ -488,6 +513,8 @@ class PdlChain:
         from det_suite.ops import launch_fp8_gemm, validate_scale
 
         config = replace(self.policy.select(a.shape[0], layer.n, layer.k), use_pdl=self.use_pdl)
+        if config.use_tma:
+            config = replace(config, prefetch_k=self.prefetch_k)
         return launch_fp8_gemm(a, layer.weight.t(), validate_scale(layer.input_scale, "a"),
                                validate_scale(layer.weight_scale, "b"), bias, out, config)
 
@@ -524,9 +551,15 @@ def _stepwise_reference(family):
 @pytest.mark.graph
 @pytest.mark.parametrize("family", PDL_FAMILIES)
 @pytest.mark.parametrize("mode", ["eager", "graph"])
-def test_gpu_pdl_chain_sees_what_each_previous_kernel_wrote(family, mode, bit_exact):
+@pytest.mark.parametrize("prefetch_k", [0, 1024], ids=["no-prefetch", "l2-prefetch"])
+def test_gpu_pdl_chain_sees_what_each_previous_kernel_wrote(family, mode, prefetch_k,
+                                                            bit_exact):
+    """With prefetch_k the GEMMs also ask L2 for their weights before the wait: the same
+    bits, in a chain where any early read would show."""
+    if prefetch_k and family != "sm90":
+        pytest.skip("prefetch_k is an SM90 tile field (a TMA + PDL tile)")
     expected = _stepwise_reference(family)
-    chain = PdlChain(family, use_pdl=True)
+    chain = PdlChain(family, use_pdl=True, prefetch_k=prefetch_k)
     chain.run()  # compiles, allocates the split-K counters and validates the scales
     torch.cuda.synchronize()
     if mode == "graph":

@@ -5,7 +5,8 @@ import json
 import pytest
 
 from det_suite.platform.family import family_of_capability
-from det_suite.policy import load_policy_file, parse_policy, shipped_families, shipped_policy
+from det_suite.policy import (load_policy_file, m_tile_text, parse_policy, policy_json,
+                              shipped_families, shipped_policy, write_policy_file)
 
 SEED_BLOCK_M = {16, 32, 128}
 
@@ -219,3 +220,35 @@ def test_sm90_pdl_only_on_named_single_wave_decode_tiles():
             programs = (-(-entry.n // config.block_n) * -(-tile.max_m // config.block_m)
                         * (config.split_k if config.use_workspace else 1))
             assert programs <= H100_H200_SMS, (entry.key, tile)
+
+
+def _sm90_decode_tile(**fields):
+    raw = _table(block_k=256, m_tiles=[
+        {"max_m": 16, "block_m": 16, "num_warps": 4, "num_stages": 4, "use_tma": True,
+         "swap_ab": True, "use_pdl": True, **fields},
+        {"max_m": None, "block_m": 128, "num_warps": 8, "num_stages": 3, "use_tma": True}])
+    raw["family"] = "sm90"
+    return raw
+
+
+def test_prefetch_k_parses_on_a_pdl_tma_tile_and_round_trips(tmp_path):
+    policy = parse_policy(_sm90_decode_tile(prefetch_k=2048), "candidate.json")
+    assert (policy.select(1, 64, 4096).prefetch_k, policy.select(4096, 64, 4096).prefetch_k) \
+        == (2048, 0)
+    assert m_tile_text(policy.default.m_tiles[0]).endswith(" pdl pf2048")
+    path = write_policy_file(tmp_path / "t.json", policy_json(policy))
+    assert load_policy_file(path).default.m_tiles[0].prefetch_k == 2048
+    assert "prefetch_k" not in json.loads(path.read_text())["default"]["m_tiles"][1]
+
+
+@pytest.mark.parametrize("fields,match", [
+    ({"prefetch_k": 100}, "prefetch_k must be 0 or a positive multiple of 128"),
+    ({"prefetch_k": -128}, "prefetch_k must be 0 or a positive multiple of 128"),
+    ({"prefetch_k": "2048"}, "prefetch_k must be 0 or a positive multiple of 128"),
+    ({"prefetch_k": 1024, "use_pdl": False}, "prefetch_k 1024 needs use_pdl and use_tma"),
+    ({"prefetch_k": 1024, "use_tma": False, "swap_ab": False},
+     "prefetch_k 1024 needs use_pdl and use_tma"),
+], ids=["not-whole-lines", "negative", "string", "without-pdl", "without-tma"])
+def test_prefetch_k_outside_a_pdl_tma_tile_is_rejected(fields, match):
+    with pytest.raises(ValueError, match=match):
+        parse_policy(_sm90_decode_tile(**fields), "candidate.json")

@@ -531,7 +531,7 @@ SPEC_CALLS = _spec_calls()
 # The batch-invariant ops' launches (ops.bi_launch_spec), one per kernel.
 OP_SPEC_CALLS = [bi_launch_spec.matmul_launch_spec(40, 192, 320, has_bias=True),
                  bi_launch_spec.rmsnorm_launch_spec(40, 320, 1e-6),
-                 bi_launch_spec.log_softmax_launch_spec(40, 320),
+                 *bi_launch_spec.log_softmax_launch_spec(40, 320),
                  bi_launch_spec.qk_norm_rope_launch_spec(40, 4, 2, 16, 96, 1e-6),
                  bi_launch_spec.attention_launch_spec(40, 2, 4, 2, 16, 16, 0.25),
                  *bi_launch_spec.attention_split_launch_spec(2, 2, 4, 2, 16, 16, 8, 0.25),

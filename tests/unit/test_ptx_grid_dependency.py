@@ -96,3 +96,79 @@ def test_the_rule_flags_a_pdl_launch_of_a_kernel_compiled_without_the_wait(use_t
     assert outcome.ok, outcome.error
     order = GridDependencyOrder(**outcome.grid_dependency)
     assert not order.waits_first and "no griddepcontrol.wait" in order.describe()
+
+
+PREFETCH_THEN_WAIT = """
+    ld.param.u64 %rd1, [kernel_param_0];
+    prefetch.global.L2 [%rd11];
+    @%p2 prefetch.global.L2 [%rd12];
+    griddepcontrol.wait; // dummy %r71
+    prefetch.global.L2 [%rd13];
+    ld.global.b32 %r1, [%rd1];
+"""
+
+
+def test_an_l2_prefetch_before_the_wait_is_counted_not_an_access():
+    """prefetch.global.L2 fills the GPU-coherent L2 and no register: it cannot see a value
+    the previous grid has yet to write. Only the ones before the wait are counted."""
+    order = grid_dependency_order(PREFETCH_THEN_WAIT)
+    assert order.waits_first and order.l2_prefetches_before_wait == 2
+    assert order.describe().endswith("after 2 L2 prefetch statements")
+    assert global_access("prefetch.global.L2 [%rd11]") is None
+
+
+def _weight_prefetch_outcome(prefetch_k: int):
+    config = replace(shipped_policy("sm90").select(1, 6144, 4096), use_pdl=True,
+                     prefetch_k=prefetch_k)
+    assert config.swap_ab and config.use_tma
+    case = lint.GemmCase(config, 1, 6144, 4096)
+    call, bound = lint.gemm_launches(case, pointer_fallback=False)[0].calls[0]
+    (outcome,) = lint.compile_outcomes([lint.specialize(bound, call.module, call.kernel, 90)],
+                                       workers=1)
+    assert outcome.ok, outcome.error
+    return GridDependencyOrder(**outcome.grid_dependency)
+
+
+@pytest.mark.parametrize("prefetch_k,prefetches", [(0, False), (1024, True), (4096, True)],
+                         ids=["off", "quarter-of-k", "whole-k"])
+def test_a_tile_with_prefetch_k_fetches_its_weight_before_the_wait(prefetch_k, prefetches):
+    """Cross-compiled for sm_90: the swapped decode kernel asks L2 for its weight rows
+    before griddepcontrol.wait exactly when its tile sets prefetch_k, and still reads
+    nothing before the wait."""
+    order = _weight_prefetch_outcome(prefetch_k)
+    assert order.waits_first, order.describe()
+    assert (order.l2_prefetches_before_wait > 0) is prefetches
+
+
+def _policy_with_prefetch(prefetch_k: int):
+    policy = shipped_policy("sm90")
+    entry = policy.entry(6144, 4096)
+    assert entry.m_tiles[0].use_pdl
+    tile = replace(entry.m_tiles[0], prefetch_k=prefetch_k)
+    entry = replace(entry, m_tiles=(tile, *entry.m_tiles[1:]))
+    return replace(policy, entries={(6144, 4096): entry})
+
+
+def _entry_result(policy):
+    result = lint.lint_table(policy, arches=[90], override_stages=(), include_fixed=False)
+    (table,) = result.tables
+    return next(e for e in table.entries if e.key == "6144x4096")
+
+
+def test_the_lint_passes_a_prefetch_k_tile_and_labels_it():
+    entry = _entry_result(_policy_with_prefetch(2048))
+    assert entry.status == "ok", entry.message
+    assert any("L2 prefetch 2048" in v.label for v in entry.variants)
+
+
+def test_the_lint_flags_a_prefetch_k_tile_whose_ptx_fetches_nothing(monkeypatch):
+    """Counterpart: PTX that issues no prefetch before the wait (as if the kernel ignored
+    PREFETCH_K) while the tile asks for one is a violation the lint names."""
+    from det_suite.lint import rules
+
+    real = rules.GridDependencyOrder
+    monkeypatch.setattr(rules, "GridDependencyOrder",
+                        lambda **fields: real(**{**fields, "l2_prefetches_before_wait": 0}))
+    entry = _entry_result(_policy_with_prefetch(2048))
+    assert entry.status == "violation"
+    assert "sets prefetch_k but its PTX issues no prefetch.global.L2" in entry.message

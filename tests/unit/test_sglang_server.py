@@ -225,7 +225,9 @@ def test_the_launching_process_stopped_by_a_signal_takes_the_server_down(stand_i
         child = stand_in.child_pid()
         assert alive(leader) and alive(child)
         driver.send_signal(sig)
-        driver.wait(timeout=20)
+        # Generous: the claim is that the server goes down, not how fast a loaded 2-core
+        # CI box tears down a Python process (20 s was once exceeded there).
+        driver.wait(timeout=60)
     finally:
         driver.kill()
     assert _gone(leader, child)

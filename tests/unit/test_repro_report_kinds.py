@@ -70,7 +70,13 @@ def _invariance(ok=True, differing=0):
      "INCOMPLETE: 1 of 4 boots finished",
      ["device cpu", "thermal gate unavailable: no CUDA", "decode floor not measured: no GPU"]),
     ("gpu-suite", {"ok": True, "steps": [{"step": "lint", "exit_code": 0, "wall_s": 3.0}],
-                   "pytest": None}, "pass", "lint: exit 0 in 3.0 s", []),
+                   "pytest": None}, "pass", "1 step, all exit 0", []),
+    ("h200-model-runs", {"kind": "h200-model-runs", "ok": False, "headline": ["preflight: exit 0"],
+                         "steps": [{"step": "preflight", "exit_code": 0, "wall_s": 3.0},
+                                   {"step": "e2e", "exit_code": 3, "wall_s": 120.0},
+                                   {"step": "invariance", "exit_code": 124, "wall_s": 90.0,
+                                    "timed_out": True}]},
+     "fail", "3 steps, 2 failed: e2e (exit 3), invariance (exit 124, timed out)", []),
     ("gsm8k", {"kind": "gsm8k", "summary": {"rows": 8, "correct": 6, "accuracy": 0.75,
                                            "answers": {"boxed": 8}, "stopped": 8,
                                            "output_tokens": 400},
@@ -83,7 +89,7 @@ def _invariance(ok=True, differing=0):
                     "skipped": "eager: not asked"}, "pass", "180/180 exact",
      ["eager: not asked"]),
 ], ids=["invariance-pass", "invariance-fail", "lint", "gemm-gate-failed", "cache-hit",
-        "e2e-interrupted", "gpu-suite", "gsm8k-run", "gsm8k-check-failed", "generic"])
+        "e2e-interrupted", "gpu-suite", "model-run-steps-failed", "gsm8k-run", "gsm8k-check-failed", "generic"])
 def test_summarize(kind, data, status, headline, skipped):
     section = summarize(kind, data)
     assert section["status"] == status

@@ -137,9 +137,27 @@ def _e2e(d: dict) -> dict:
                    f"{plan.get('output_tokens')} tokens"}
 
 
+def _step_lines(steps: list[dict]) -> list[str]:
+    """A run of steps: first which failed (the line a report's table shows), then each."""
+    failed = [f"{s['step']} (exit {s['exit_code']}{', timed out' if s.get('timed_out') else ''})"
+              for s in steps if s["exit_code"] != 0]
+    count = f"{len(steps)} step{'' if len(steps) == 1 else 's'}"
+    summary = (f"{count}, {len(failed)} failed: {', '.join(failed)}" if failed
+               else f"{count}, all exit 0")
+    return [summary] + [f"{s['step']}: exit {s['exit_code']}"
+                        f"{' (timed out)' if s.get('timed_out') else ''} in {s['wall_s']} s"
+                        for s in steps]
+
+
+def _steps(d: dict) -> dict:
+    """tools/h200_model_runs.sh's step table of one phase."""
+    steps = d.get("steps", [])
+    return {"status": _status(d.get("ok")), "headline": _step_lines(steps), "skipped": [],
+            "ran": str(d.get("ran") or ", ".join(s["step"] for s in steps))}
+
+
 def _gpu_suite(d: dict) -> dict:
-    lines = [f"{s['step']}: exit {s['exit_code']}{' (timed out)' if s.get('timed_out') else ''}"
-             f" in {s['wall_s']} s" for s in d.get("steps", [])]
+    lines = _step_lines(d.get("steps", []))
     p = d.get("pytest")
     if p:
         lines.append(f"pytest: {p['passed']} passed, {p['failures']} failed, {p['errors']} "
@@ -225,7 +243,7 @@ SUMMARIZERS: dict[str, Callable[[dict], dict]] = {
     "invariance": _invariance, "lint": _lint, "gemm-bench": _gemm, "cache-hit": _cache_hit,
     "e2e": _e2e, "gpu-suite": _gpu_suite, "gsm8k": _gsm8k,
     "reference_agreement": _reference_agreement, "gsm8k-check": _comparison,
-    "fixed-work-compare": _comparison,
+    "fixed-work-compare": _comparison, "h200-model-runs": _steps,
 }
 
 

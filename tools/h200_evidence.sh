@@ -20,10 +20,14 @@
 # copied tree's own .git, if any, may be stale. Every results file also records the sha256
 # of every source file, which is what tests/unit/test_evidence.py checks against HEAD.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 PHASE=${1:?usage: tools/h200_evidence.sh matrix|tests|mutants}
+# The GPU pytest includes the GSM8K unit tests, which need `datasets`: the image lacks it, so
+# carry it as wheels in .whl/ (tools/carried_wheels.sh); without them those files are not run.
+source tools/carried_wheels.sh
+install_carried_wheels || exit 2
 DIR="$OUT/$PHASE"
 mkdir -p "$DIR"
 status=0

@@ -56,7 +56,7 @@
 # Exit status: 0 when every step exited 0, else 1 (each step's own exit status is in
 # steps.tsv); 2 for a usage error.
 set -uo pipefail
-cd "$(dirname "$0")/.."
+cd "$(dirname "$0")/.." || exit 2
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 PHASE=${1:-}
@@ -69,12 +69,10 @@ mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 SMOKE=${SMOKE:-0}
 DS=("$PY" -m det_suite)
-# Packages the device image lacks (datasets and its dill / multiprocess, for GSM8K) travel as
-# wheels in .whl/ (carry it); they are installed beside the image's packages, not over them.
-if [[ "$PHASE" =~ ^(gsm8k|perf|all)$ ]] && compgen -G ".whl/*.whl" > /dev/null; then
-    "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-        --target /tmp/site .whl/*.whl || { echo "cannot install the carried wheels" >&2; exit 2; }
-    export PYTHONPATH=$PWD:/tmp/site
+# Packages the device image lacks travel as wheels in .whl/ (tools/carried_wheels.sh).
+source tools/carried_wheels.sh
+if [[ "$PHASE" =~ ^(gsm8k|perf|all)$ ]]; then
+    install_carried_wheels || exit 2
 fi
 
 if [ "$SMOKE" = 1 ]; then

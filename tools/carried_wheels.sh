@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Sourced by the H200 scripts (tools/h200_evidence.sh, tools/h200_model_runs.sh): packages the
 # device image lacks (datasets and its dill / multiprocess, for GSM8K) travel as wheels in
 # .whl/ (carry it; /work/.library/device/README.md). They are installed into /tmp/site, beside

@@ -71,6 +71,32 @@ def _junit_tests(path: Path) -> dict[str, str]:
     return {f: ("ran" if "ran" in outcomes else "skipped") for f, outcomes in files.items()}
 
 
+def _skip_reason(skipped) -> str:
+    """What a JUnit <skipped> says, shortened to its reason: the marker before the first
+    colon ("sm120", "perf") or the text before its first parenthesis. A whole file skipped
+    at collection carries the reason in its text ("('path', line, 'Skipped: ...')")."""
+    text = skipped.get("message") or ""
+    if text == "collection skipped":
+        body = skipped.text or ""
+        text = body[body.find("Skipped: ") + len("Skipped: "):].rstrip("')\" ") \
+            if "Skipped: " in body else text
+    for stop in (":", " ("):
+        text = text.split(stop, 1)[0]
+    return text.strip() or "no reason given"
+
+
+def junit_skip_reasons(path: Path) -> dict[str, int]:
+    """Why tests were not run: reason -> JUnit entries (a file skipped at collection is one
+    entry, as pytest counts it), most frequent first."""
+    reasons: dict[str, int] = {}
+    for case in ET.parse(path).getroot().iter("testcase"):
+        skipped = case.find("skipped")
+        if skipped is not None:
+            reason = _skip_reason(skipped)
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return dict(sorted(reasons.items(), key=lambda item: (-item[1], item[0])))
+
+
 # A GPU test that failed in the run and was explained instead of re-run (device time ran
 # out): {"failures": [{"nodeid": ..., "why": ...}]}. The README block names each; a failure
 # not declared here, or a declaration for a test that did not fail, fails the claims test.
@@ -167,6 +193,7 @@ def headline(folder: str | Path) -> dict:
                          "worst_floor_cell": f"{no_pdl_graph['worst_floor_shape']} "
                                              f"M={no_pdl_graph['worst_floor_m']}"},
         "pytest": suite["pytest"],
+        "not_run_reasons": junit_skip_reasons(_find(tests, "junit.xml")),
         "pytest_failures": failure_declarations(folder),
         "lint": {"ok": lint["ok"], "variants": variants, "violations": len(lint["violations"])},
         "gpu_mutants": {k: mutants["totals"][k] for k in ("killed", "survived", "total")},
@@ -175,6 +202,13 @@ def headline(folder: str | Path) -> dict:
 
 def _ms(values) -> str:
     return ", ".join(str(v) for v in values)
+
+
+def _not_run_text(h: dict) -> str:
+    reasons = h.get("not_run_reasons")
+    if not reasons:   # older headlines: what the suite's markers skip
+        return "skipped by marker: perf or slow opt-in, another GPU family"
+    return "why: " + ", ".join(f"{reason} {count}" for reason, count in reasons.items())
 
 
 def render_markdown(h: dict, folder: str) -> str:
@@ -216,7 +250,7 @@ def render_markdown(h: dict, folder: str) -> str:
             f"elements of K."]),
         f"- GPU pytest with `--det-require=gpu,sm90`, nothing deselected: {t['passed']} "
         f"passed, {t['failures']} failed, {t['errors']} errors, {t['skipped']} not run "
-        "(skipped by marker: perf or slow opt-in, another GPU family)"
+        f"({_not_run_text(h)})"
         + "".join(f"; failed and declared in `{KNOWN_FAILURES}`: `{d['nodeid']}` ({d['why']})"
                   for d in h.get("pytest_failures", {}).get("declared", [])) + ".",
         f"- Instruction lint: {h['lint']['variants']} launch variants cross-compiled, "

@@ -88,3 +88,25 @@ def test_gpu_failures_are_matched_against_their_declarations(tmp_path, declared,
     found = evidence.failure_declarations(tmp_path)
     found["declared"] = [d["nodeid"] for d in found["declared"]]
     assert found == expected
+
+
+SKIPS = """<testsuites><testsuite name="pytest">
+<testcase classname="tests.unit.test_a" name="test_x[sm120]" time="0"><skipped type="pytest.skip" message="sm120: needs an SM12x GPU (compute capability 12.x); found NVIDIA H200 (9.0)">s</skipped></testcase>
+<testcase classname="tests.unit.test_a" name="test_y[sm120]" time="0"><skipped type="pytest.skip" message="sm120: needs an SM12x GPU">s</skipped></testcase>
+<testcase classname="tests.unit.test_a" name="test_z" time="0"><skipped type="pytest.skip" message="perf: runs only with --run-perf">s</skipped></testcase>
+<testcase classname="" name="tests.unit.test_g" time="0"><skipped message="collection skipped">('/r/tests/unit/test_g.py', 10, "Skipped: needs datasets (pip install 'det-suite[gsm8k]')")</skipped></testcase>
+<testcase classname="tests.unit.test_b" name="test_ran" time="0" />
+</testsuite></testsuites>"""
+
+
+def test_not_run_tests_are_counted_by_reason(tmp_path):
+    (tmp_path / "junit.xml").write_text(SKIPS)
+    assert evidence.junit_skip_reasons(tmp_path / "junit.xml") == {
+        "sm120": 2, "needs datasets": 1, "perf": 1}
+
+
+def test_the_readme_block_says_why_tests_were_not_run(headline):
+    block = evidence.render_markdown(headline, evidence.CURRENT_EVIDENCE)
+    reasons = headline["not_run_reasons"]
+    assert sum(reasons.values()) == headline["pytest"]["skipped"]
+    assert all(f"{reason} {count}" in block for reason, count in reasons.items())

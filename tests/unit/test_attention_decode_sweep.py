@@ -1,0 +1,63 @@
+"""tools/attention_decode_sweep.py: its candidate launches of the decode attention give the
+shipped bits, and its comparison can see a changed order.
+
+The sweep times the arms on a GPU; on the CPU (Triton's interpreter) it runs the same op
+through the same launcher seam at small heads, so what can be checked here is the bits:
+every candidate arm equals the shipped split kernel (torch.equal), and the control arm, a
+BLOCK_KV that cuts a segment's tiles elsewhere, differs.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "attention_decode_sweep.py"
+HEADS = (4, 2, 16)     # query heads, KV heads (a GQA group of 2), head_dim
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    spec = importlib.util.spec_from_file_location("det_suite_attention_decode_sweep", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def comparison(sweep, kernel_device):
+    """Arms against the shipped one: two requests at a context of two segments and a bit
+    (the second segment partly filled), where packing and tile order both matter."""
+    call = sweep.DecodeCall(prefix=300, batch=2, heads=HEADS, device=kernel_device)
+    result = sweep.compare_arms(call, list(sweep.ARMS))
+    print({arm: row["differing_elements"] for arm, row in result.items()})
+    return result
+
+
+CANDIDATES = ["stages-1", "stages-3", "warps-8", "gqa-packed", "gqa-packed+stages-4"]
+
+
+@pytest.mark.parametrize("arm", CANDIDATES)
+def test_a_candidate_gives_the_shipped_bits(comparison, arm):
+    assert comparison[arm]["equal"], comparison[arm]
+
+
+def test_the_control_arm_is_flagged(comparison, sweep):
+    assert not comparison[sweep.CONTROL]["equal"]
+
+
+def test_an_unknown_arm_is_refused_by_name(sweep):
+    with pytest.raises(ValueError, match="arm must be one of .*shipped.*'fastest'"):
+        sweep.arm_launcher("fastest")
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["out", "--arms", "shipped,fastest"], "unknown arm"),
+    (["out", "--prefix", "128,x"], "comma-separated integers"),
+    (["out", "--batch", "0"], "integers >= 1"),
+])
+def test_the_command_line_refuses_what_it_cannot_run(sweep, argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        sweep.main(argv + ["--device", "cpu"])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err

@@ -190,7 +190,7 @@ class DecodeCall:
 
 def compare_arms(call: DecodeCall, arms) -> dict[str, dict]:
     """Per arm: whether its output equals the shipped arm's (torch.equal) and how many
-    elements differ."""
+    elements differ. The shipped arm, when listed, runs again: a run-to-run check."""
     shipped = call.run(arm_launcher("shipped"))
     result = {}
     for arm in arms:

@@ -138,6 +138,7 @@ steps_json() {    # steps_json DIR PHASE: the step table as a result the report 
 import sys
 from det_suite.reports.environment import environment
 from det_suite.reports.files import write_json_atomic
+from det_suite.reports.repro.kinds import step_lines
 tsv, out, phase, model = sys.argv[1:]
 rows = [line.rstrip("\n").split("\t") for line in open(tsv) if line.strip()]
 steps = [{"step": n, "exit_code": int(rc), "wall_s": float(w), "limit_s": int(lim),
@@ -145,8 +146,7 @@ steps = [{"step": n, "exit_code": int(rc), "wall_s": float(w), "limit_s": int(li
 write_json_atomic(out, {
     "kind": "h200-model-runs", "phase": phase, "model": model,
     "ok": all(s["exit_code"] == 0 for s in steps),
-    "headline": [f"{s['step']}: exit {s['exit_code']}{' (timed out)' if s['timed_out'] else ''}"
-                 f" in {s['wall_s']:.0f} s (limit {s['limit_s']} s)" for s in steps],
+    "headline": step_lines(steps),
     "ran": f"phase {phase} of tools/h200_model_runs.sh on {model}",
     "steps": steps, "environment": environment()})
 PYEOF

@@ -21,7 +21,6 @@ def log_softmax_schedule_by_rows(slice_v: int, block_v: int):
     return launcher
 
 
-
 def normaliser_sensitive_logits(rows: int, vocab: int, *, seed: int, device) -> torch.Tensor:
     """bf16 logits whose log_softmax shows any change in the order of the row's sum.
 

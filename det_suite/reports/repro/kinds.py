@@ -137,7 +137,7 @@ def _e2e(d: dict) -> dict:
                    f"{plan.get('output_tokens')} tokens"}
 
 
-def _step_lines(steps: list[dict]) -> list[str]:
+def step_lines(steps: list[dict]) -> list[str]:
     """A run of steps: first which failed (the line a report's table shows), then each."""
     failed = [f"{s['step']} (exit {s['exit_code']}{', timed out' if s.get('timed_out') else ''})"
               for s in steps if s["exit_code"] != 0]
@@ -146,18 +146,19 @@ def _step_lines(steps: list[dict]) -> list[str]:
                else f"{count}, all exit 0")
     return [summary] + [f"{s['step']}: exit {s['exit_code']}"
                         f"{' (timed out)' if s.get('timed_out') else ''} in {s['wall_s']} s"
+                        + (f" (limit {s['limit_s']} s)" if "limit_s" in s else "")
                         for s in steps]
 
 
 def _steps(d: dict) -> dict:
     """tools/h200_model_runs.sh's step table of one phase."""
     steps = d.get("steps", [])
-    return {"status": _status(d.get("ok")), "headline": _step_lines(steps), "skipped": [],
+    return {"status": _status(d.get("ok")), "headline": step_lines(steps), "skipped": [],
             "ran": str(d.get("ran") or ", ".join(s["step"] for s in steps))}
 
 
 def _gpu_suite(d: dict) -> dict:
-    lines = _step_lines(d.get("steps", []))
+    lines = step_lines(d.get("steps", []))
     p = d.get("pytest")
     if p:
         lines.append(f"pytest: {p['passed']} passed, {p['failures']} failed, {p['errors']} "

@@ -1,42 +1,41 @@
 """Which launch of the decode attention is fastest with the shipped bits (issue 15, H200).
 
-Evidence h's per-kernel profile (docs/decode-step-kernels.md, "Where the step goes now") has
-the batch-1 decode attention at 8 us a layer at prefix 128 and 19 us at prefix 2048, where its
-K/V bytes take ~2 us to read: each split-shape program walks its segment's BLOCK_KV tiles as
-a chain of dependent loads and MMAs, and the GROUP query heads of a KV head each read that
-head's K/V again. What helps is a measurement, and every candidate must give the shipped bits
-(a query row's reduction order is the op's contract: the same bits as a prefill of the row).
+Evidence h's per-kernel profile (docs/decode-step-kernels.md) had the batch-1 decode
+attention at 8 us a layer at prefix 128 and 19 us at prefix 2048, where its K/V bytes take
+~2 us to read. What helps is a measurement, and every candidate must give the shipped bits (a
+query row's reduction order is the op's contract: the same bits as a prefill of the row).
 This runs the arms below through `paged_attention`'s `launcher` seam, so the op, its launch
 spec and the combine kernel are the shipped ones; only the split kernel's launch changes:
 
-- shipped:         the split kernel as the op launches it
-- stages-1/3/4:    its software pipeline 1, 3 or 4 stages deep (the shipped tile has 2): more
-                   of a segment's K/V tiles in flight while the softmax chain runs
-- warps-8:         eight warps instead of four (more threads issuing the paged gathers)
-- gqa-packed:      `gqa_packed_split_kernel` below: one program per (row, KV head, segment)
-                   puts the KV head's GROUP query heads in rows 0..GROUP-1 of the MMA tile
-                   (the shipped kernel puts one query head in row 0 and zeros elsewhere), so a
-                   KV head's tiles are read once, not GROUP times, by GROUP times fewer programs
-- gqa-packed+stages-3/4: both
+- shipped:         the split kernel as the op launches it: a KV head's query heads packed
+                   into one MMA tile (`kernels/bi_attention_split.py`), read once per tile
+- one-head:        one query head per program (HEADS 1), the launch before packing: each of
+                   a GROUP's heads reads the KV head's tiles again
+- stages-1/3/4:    its software pipeline 1, 3 or 4 stages deep (the shipped tile has 2)
+- warps-8:         eight warps instead of four
+- block-q-16:      a 16-row query tile instead of 64; on SM90 a 16-row bf16 dot compiles to
+                   mma.sync rather than wgmma, so the bit check decides whether it is a
+                   candidate at all (and the lint wants the tile kernel's instruction)
 
-Why packing cannot change the bits: a row of `tl.dot`'s output depends on that row of its
-first operand only (what makes any GEMM row-invariant, and what the FP8 kernel's invariance
-matrix re-proves for wgmma every run); each row keeps its own max, sum and accumulator in
-`attend_segment`; and all GROUP heads of a decode row share one position, so one mask. The
-sweep checks it anyway, against the shipped arm, bit for bit (torch.equal, per cell), and a
-positive control arm (BLOCK_KV 32: another tile order inside a segment) must differ.
+Measured out before packing landed (H200, 2026-12-04, docs/decode-step-kernels.md):
+packing won (2048 keys: 18.1 -> 13.0 us at batch 1, 52.9 -> 19.2 us at batch 4); deeper
+pipelines, eight warps and loads issued one tile ahead of the arithmetic by hand all lost,
+with or without packing (Triton's two-stage pipeline already overlaps them).
 
-Per arm and cell (prefix x batch, Qwen3-8B heads: 32 query, 8 KV, head_dim 128, page 16):
+Per arm and cell (prefix x batch, Qwen3-8B heads: 32 query, 8 KV, head_dim 128, page 16,
+block tables as wide as `--max-seq-len`, so the grid has the engine's segments, most of them
+returning at once: `bench e2e` sizes its tables for its longest cell, 2048 + 32 keys):
 the op's time per call with CUDA Graph replay (L2 warm) and with L2 flushed before each call
 (a decode step's layers evict each other's K/V), and whether its output equals the shipped
-arm's. On a CPU (`--device cpu`, Triton's interpreter) it checks the bits only, at small
+arm's; a positive control arm (BLOCK_KV 32: another tile order inside a segment) must
+differ. On a CPU (`--device cpu`, Triton's interpreter) it checks the bits only, at small
 heads and contexts: the unit test runs that.
 
 Developer tool: writes attention_sweep.json and attention_sweep.md into OUT_DIR.
     python tools/attention_decode_sweep.py OUT_DIR [--prefix 128,2048] [--batch 1,4]
-        [--arms shipped,gqa-packed,...] [--device cuda|cpu]
-A winning arm moves into det_suite (the packed kernel into kernels/, stages or warps into
-ATTENTION_SPLIT_TILE) with an H200 evidence run: both are result dependencies.
+        [--arms shipped,one-head,...] [--max-seq-len 2080] [--device cuda|cpu]
+A winning arm moves into det_suite (ATTENTION_SPLIT_TILE) with an H200 evidence run: the
+tile is a result dependency.
 """
 
 from __future__ import annotations
@@ -58,9 +57,7 @@ if __name__ == "__main__" and _cpu_requested(sys.argv[1:]):
 
 import torch  # noqa: E402 - after the interpreter switch
 import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
-from det_suite.kernels.bi_attention_segment import attend_segment, request_of_row  # noqa: E402
 from det_suite.ops.batch_invariant import ATTENTION_TILE, paged_attention, write_kv  # noqa: E402
 from det_suite.reports.files import write_json_atomic, write_text_atomic  # noqa: E402
 
@@ -68,76 +65,18 @@ SPLIT_KERNEL = "bi_paged_attention_split_kernel"
 QWEN3_8B_HEADS = (32, 8, 128)   # query heads, KV heads, head_dim
 CPU_HEADS = (4, 2, 16)
 PAGE = 16
-# Arm -> (pack the GQA group, launch options of the split kernel).
+# Arm -> launch options of the split kernel (HEADS: query heads per program).
 ARMS = {
-    "shipped": (False, {}),
-    "stages-1": (False, {"num_stages": 1}),
-    "stages-3": (False, {"num_stages": 3}),
-    "stages-4": (False, {"num_stages": 4}),
-    "warps-8": (False, {"num_warps": 8}),
-    "gqa-packed": (True, {}),
-    "gqa-packed+stages-3": (True, {"num_stages": 3}),
-    "gqa-packed+stages-4": (True, {"num_stages": 4}),
-    "control-block-kv-32": (False, {"BLOCK_KV": 32}),
+    "shipped": {},
+    "one-head": {"HEADS": 1},
+    "stages-1": {"num_stages": 1},
+    "stages-3": {"num_stages": 3},
+    "stages-4": {"num_stages": 4},
+    "warps-8": {"num_warps": 8},
+    "block-q-16": {"BLOCK_Q": 16},
+    "control-block-kv-32": {"BLOCK_KV": 32},
 }
 CONTROL = "control-block-kv-32"   # must differ: the harness can see a changed order
-
-
-@triton.jit
-def gqa_packed_split_kernel(
-    q_ptr, k_cache_ptr, v_cache_ptr,
-    block_tables_ptr, context_lens_ptr, query_starts_ptr,
-    scale,
-    num_requests, block_size,
-    stride_qt, stride_qh,
-    stride_kb, stride_ks, stride_kh,
-    stride_vb, stride_vs, stride_vh,
-    stride_bt,
-    seg_stats_ptr, seg_acc_ptr,
-    stride_st, stride_sh, stride_ss,
-    stride_at, stride_ah, stride_as,
-    GROUP: tl.constexpr,
-    HEAD_DIM: tl.constexpr,
-    BLOCK_Q: tl.constexpr, BLOCK_KV: tl.constexpr,
-    SEGMENT: tl.constexpr,
-):
-    """`bi_paged_attention_split_kernel`'s parameters and workspace, one program per
-    (query row, KV head, segment): the KV head's GROUP query heads in the tile's first rows."""
-    tl.static_assert(GROUP <= BLOCK_Q)
-    row = tl.program_id(0)
-    kv_head = tl.program_id(1)
-    segment = tl.program_id(2)
-
-    request = request_of_row(query_starts_ptr, row, num_requests)
-    q_first = tl.load(query_starts_ptr + request)
-    q_len = tl.load(query_starts_ptr + request + 1) - q_first
-    context = tl.load(context_lens_ptr + request)
-    kv_len = context + q_len
-    position = context + row - q_first
-    seg_start = segment * SEGMENT
-    if seg_start > position:
-        return
-
-    offs_q = tl.arange(0, BLOCK_Q)
-    row_is_head = offs_q < GROUP
-    head = kv_head * GROUP + offs_q
-    offs_d = tl.arange(0, HEAD_DIM)
-    q = tl.load(q_ptr + row.to(tl.int64) * stride_qt + head[:, None] * stride_qh
-                + offs_d[None, :], mask=row_is_head[:, None], other=0.0)
-    positions = position + offs_q * 0
-    block_table = block_tables_ptr + request.to(tl.int64) * stride_bt
-    seg_max, seg_sum, seg_acc = attend_segment(
-        q, positions, seg_start, tl.minimum(position + 1, seg_start + SEGMENT), kv_len, scale,
-        k_cache_ptr, v_cache_ptr, block_table, kv_head, block_size,
-        stride_kb, stride_ks, stride_kh, stride_vb, stride_vs, stride_vh,
-        BLOCK_Q, BLOCK_KV, HEAD_DIM, SEGMENT)
-
-    stats = seg_stats_ptr + row.to(tl.int64) * stride_st + head * stride_sh + segment * stride_ss
-    tl.store(stats, seg_max, mask=row_is_head)
-    tl.store(stats + 1, seg_sum, mask=row_is_head)
-    acc_rows = (seg_acc_ptr + row.to(tl.int64) * stride_at + head[:, None] * stride_ah
-                + segment * stride_as + offs_d[None, :])
-    tl.store(acc_rows, seg_acc, mask=row_is_head[:, None])
 
 
 def arm_launcher(arm: str):
@@ -145,33 +84,37 @@ def arm_launcher(arm: str):
     other kernel as the op does."""
     if arm not in ARMS:
         raise ValueError(f"arm must be one of {', '.join(ARMS)}; got {arm!r}")
-    pack, options = ARMS[arm]
+    options = ARMS[arm]
 
     def launcher(kernel, call, args, keywords):
         if call.kernel != SPLIT_KERNEL:
             return kernel[call.grid](*args, **keywords)
-        keywords = {**keywords, **options}
-        if pack:
-            rows, heads, segments = call.grid
-            return gqa_packed_split_kernel[(rows, heads // keywords["GROUP"], segments)](
-                *args, **keywords)
-        return kernel[call.grid](*args, **keywords)
+        rows, programs, segments = call.grid
+        heads = options.get("HEADS", keywords["HEADS"])
+        grid = (rows, programs * keywords["HEADS"] // heads, segments)
+        return kernel[grid](*args, **{**keywords, **options})
     return launcher
 
 
 class DecodeCall:
     """One decode call of `paged_attention`: `batch` requests, each `prefix` keys in a
-    NaN-filled paged cache (pages scattered), one new query each."""
+    NaN-filled paged cache (pages scattered), one new query each. The block tables are
+    `max_seq_len` keys wide (at least the context); entries past a request's pages name
+    page 0 and are never read."""
 
-    def __init__(self, prefix: int, batch: int, heads, device, seed: int = 0):
+    def __init__(self, prefix: int, batch: int, heads, device, seed: int = 0,
+                 max_seq_len: int = 0):
         hq, hkv, d = heads
         g = torch.Generator().manual_seed(seed)
         pages = -(-(prefix + 1) // PAGE)
+        width = max(pages, -(-max_seq_len // PAGE))
         self.k = torch.full((batch * pages, PAGE, hkv, d), float("nan"), dtype=torch.bfloat16,
                             device=device)
         self.v = torch.full_like(self.k, float("nan"))
-        perm = torch.randperm(batch * pages, generator=g)
-        self.tables = perm.view(batch, pages).to(torch.int32).to(device)
+        perm = torch.randperm(batch * pages, generator=g).view(batch, pages)
+        tables = torch.zeros(batch, width, dtype=torch.int32)
+        tables[:, :pages] = perm
+        self.tables = tables.to(device)
         for r in range(batch):
             k, v = (torch.randn(prefix + 1, hkv, d, generator=g).to(torch.bfloat16).to(device)
                     for _ in range(2))
@@ -218,6 +161,13 @@ def _ints(text: str) -> list[int]:
     return values
 
 
+def _positive(text: str) -> int:
+    (value,) = _ints(text) if "," not in text else (None,)
+    if value is None:
+        raise argparse.ArgumentTypeError(f"expected one integer >= 1; got {text!r}")
+    return value
+
+
 def _arms(text: str) -> list[str]:
     arms = text.split(",")
     unknown = [a for a in arms if a not in ARMS]
@@ -232,7 +182,8 @@ def _markdown(payload: dict) -> str:
     lines = [f"# Decode attention sweep ({payload['device']})", "",
              f"{h['query']} query / {h['kv']} KV heads, head_dim {h['head_dim']}, page {PAGE}, "
              f"SEGMENT {ATTENTION_TILE['SEGMENT']}, "
-             f"BLOCK_KV {ATTENTION_TILE['BLOCK_KV']}. Times: the whole op (split + combine) "
+             f"BLOCK_KV {ATTENTION_TILE['BLOCK_KV']}, block tables {payload['max_seq_len']} "
+             "keys wide. Times: the whole op (split + combine) "
              "per call, median; x36: a Qwen3-8B decode step's 36 layers.", "",
              "| prefix | batch | arm | same bits as shipped | graph us (x36) | flushed us |",
              "| --- | --- | --- | --- | --- | --- |"]
@@ -257,6 +208,9 @@ def main(argv=None) -> int:
     parser.add_argument("--batch", type=_ints, default=None,
                         help="requests per call (default 1,4 on a GPU, 2 on CPU)")
     parser.add_argument("--arms", type=_arms, default=list(ARMS))
+    parser.add_argument("--max-seq-len", type=_positive, default=None,
+                        help="block table width in keys (default 2080, bench e2e's tables for "
+                             "its seed cells; on CPU the context's own pages)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     args = parser.parse_args(argv)
     gpu = args.device == "cuda"
@@ -266,10 +220,11 @@ def main(argv=None) -> int:
     prefixes = args.prefix or ([128, 2048] if gpu else [40, 300])
     batches = args.batch or ([1, 4] if gpu else [2])
     arms = list(dict.fromkeys(["shipped", *args.arms, CONTROL]))
+    max_seq_len = args.max_seq_len or (2080 if gpu else 0)
     cells = []
     for prefix in prefixes:
         for batch in batches:
-            call = DecodeCall(prefix, batch, heads, args.device)
+            call = DecodeCall(prefix, batch, heads, args.device, max_seq_len=max_seq_len)
             rows = compare_arms(call, arms)
             for arm in arms:
                 if gpu and arm != CONTROL:
@@ -283,7 +238,7 @@ def main(argv=None) -> int:
         "kind": "attention-decode-sweep", "device": (torch.cuda.get_device_name() if gpu
                                                      else "cpu (Triton interpreter)"),
         "torch": torch.__version__, "triton": triton.__version__,
-        "heads": dict(zip(("query", "kv", "head_dim"), heads)),
+        "heads": dict(zip(("query", "kv", "head_dim"), heads)), "max_seq_len": max_seq_len,
         "control_flagged": all(not c["arms"][CONTROL]["equal"] for c in cells),
         "candidates_equal": all(row["equal"] for c in cells for arm, row in c["arms"].items()
                                 if arm != CONTROL),

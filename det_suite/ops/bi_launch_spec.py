@@ -269,11 +269,21 @@ def attention_segments(block_size: int, max_blocks: int) -> int:
     return max(1, triton_cdiv(block_size * max_blocks, ATTENTION_TILE["SEGMENT"]))
 
 
+def attention_heads_per_program(group: int) -> int:
+    """Query heads one split-shape program packs into its MMA tile: the largest divisor of
+    the GQA group (query heads per KV head) that fits BLOCK_Q rows, so all of a program's
+    heads read one KV head's keys."""
+    if group < 1:
+        raise ValueError(f"group: expected query heads per KV head >= 1, got {group}")
+    return max(d for d in range(1, min(group, ATTENTION_TILE["BLOCK_Q"]) + 1) if group % d == 0)
+
+
 def attention_split_launch_spec(num_tokens: int, num_requests: int, num_q_heads: int,
                                 num_kv_heads: int, head_dim: int, block_size: int,
                                 max_blocks: int, scale: float, *, quantize_out: bool = False
                                 ) -> tuple[KernelCall, KernelCall]:
-    """The split shape: the partial kernel over (T, Hq, segments), then the combine over
+    """The split shape: the partial kernel over (T, Hq // heads, segments) (heads: query
+    heads per program, `attention_heads_per_program`), then the combine over
     (T, Hq), which ends as the tile kernel does (quantize_out included). Roles as
     `attention_launch_spec`'s plus the fp32 workspace seg_stats (T, Hq, segments, 2) and
     seg_acc (T, Hq, segments, D) (`attention_workspace_shapes`)."""
@@ -282,12 +292,14 @@ def attention_split_launch_spec(num_tokens: int, num_requests: int, num_q_heads:
                  ("stride_ss", _stride("seg_stats", 2)),
                  ("stride_at", _stride("seg_acc", 0)), ("stride_ah", _stride("seg_acc", 1)),
                  ("stride_as", _stride("seg_acc", 2)))
+    group = num_q_heads // num_kv_heads
+    heads = attention_heads_per_program(group)
     partial = KernelCall(
-        t.kernel, (num_tokens, num_q_heads, attention_segments(block_size, max_blocks)),
+        t.kernel, (num_tokens, num_q_heads // heads, attention_segments(block_size, max_blocks)),
         (*_attention_inputs(num_requests, block_size, scale),
          ("seg_stats_ptr", _tensor("seg_stats")), ("seg_acc_ptr", _tensor("seg_acc")),
          *workspace),
-        (("GROUP", num_q_heads // num_kv_heads), ("HEAD_DIM", head_dim), *t.tile), t.options)
+        (("GROUP", group), ("HEADS", heads), ("HEAD_DIM", head_dim), *t.tile), t.options)
     combine = KernelCall(
         c.kernel, (num_tokens, num_q_heads),
         (("seg_stats_ptr", _tensor("seg_stats")), ("seg_acc_ptr", _tensor("seg_acc")),

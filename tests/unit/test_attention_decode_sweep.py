@@ -34,7 +34,7 @@ def comparison(sweep, kernel_device):
     return result
 
 
-CANDIDATES = ["stages-1", "stages-3", "warps-8", "gqa-packed", "gqa-packed+stages-4"]
+CANDIDATES = ["one-head", "stages-1", "stages-3", "warps-8", "block-q-16"]
 
 
 @pytest.mark.parametrize("arm", CANDIDATES)

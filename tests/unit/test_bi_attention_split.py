@@ -20,6 +20,7 @@ import torch
 
 from det_suite.ops import quantize_fp8, run_kernel
 from det_suite.ops.batch_invariant import ATTENTION_TILE, paged_attention, write_kv
+from det_suite.ops.bi_launch_spec import attention_heads_per_program
 
 SEG = ATTENTION_TILE["SEGMENT"]
 SMALL = (4, 2, 16)      # (query heads, KV heads, head_dim)
@@ -119,9 +120,17 @@ def test_split_decode_equals_the_tile_kernels_prefill_row(prefilled, position):
     assert torch.equal(row, whole[position])
 
 
-def test_split_decode_equals_prefill_with_wider_heads_and_odd_pages(device):
-    """GQA group 4, head_dim 32, pages of 5 (a page straddles segment boundaries)."""
-    seq, cache, whole, _kernels = _prefilled(SEG + 2, (8, 2, 32), 5, device)
+# A decode program packs a KV head's query heads into one MMA tile (`bi_attention_split`):
+# groups of 1 (no packing), 3 (not a power of two) and 4, and a group wider than the tile
+# (BLOCK_Q 64) packed 40 heads at a time.
+HEAD_SHAPES = {"group-4-dim-32": (8, 2, 32), "group-3": (6, 2, 16), "mha": (2, 2, 16),
+               "group-80": (80, 1, 16)}
+
+
+@pytest.mark.parametrize("heads", list(HEAD_SHAPES.values()), ids=list(HEAD_SHAPES))
+def test_split_decode_equals_prefill_with_other_heads_and_odd_pages(device, heads):
+    """Pages of 5 (a page straddles segment boundaries)."""
+    seq, cache, whole, _kernels = _prefilled(SEG + 2, heads, 5, device)
     for position in (SEG - 1, SEG, SEG + 1):
         assert torch.equal(decode(cache, seq, position), whole[position]), position
 
@@ -136,6 +145,17 @@ def _assert_chunked_prefill_equals(whole, seq, length, heads, device, chunk):
         outs += cache.attend([(0, start, seq[0][start:stop])])
     chunked = torch.cat(outs)
     assert torch.equal(whole, chunked), f"{int((whole != chunked).any(-1).sum())} rows differ"
+
+
+@pytest.mark.parametrize("group, heads", [(1, 1), (3, 3), (4, 4), (7, 7), (64, 64), (80, 40),
+                                          (128, 64), (67, 1)])
+def test_a_program_packs_the_largest_divisor_of_the_group_that_fits_the_tile(group, heads):
+    assert attention_heads_per_program(group) == heads
+
+
+def test_a_group_below_one_is_refused_by_name():
+    with pytest.raises(ValueError, match="group: expected"):
+        attention_heads_per_program(0)
 
 
 @pytest.mark.parametrize("chunk", [100, SEG + 44], ids=["chunk-100", "chunk-past-a-segment"])

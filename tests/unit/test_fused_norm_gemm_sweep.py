@@ -1,0 +1,52 @@
+"""tools/fused_norm_gemm_sweep.py: its fused norm + quantize + decode GEMM gives the shipped
+two-launch bits (output and residual sum), and its comparison can see a changed rounding.
+
+The sweep times the arms on a GPU; on the CPU (Triton's interpreter, the SM90 table's
+swapped decode tile) it runs the same launches at small shapes with the same segment
+structure, so what can be checked here is the bits.
+"""
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "fused_norm_gemm_sweep.py"
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    spec = importlib.util.spec_from_file_location("det_suite_fused_norm_gemm_sweep", TOOL)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module", params=[("qkv", 1), ("qkv", 3), ("gate_up", 1), ("gate_up", 3)],
+                ids=lambda p: f"{p[0]}-m{p[1]}")
+def comparison(request, sweep, kernel_device):
+    name, m = request.param
+    _name, segments, k = next(s for s in sweep.CPU_SHAPES if s[0] == name)
+    cell = sweep.Cell(segments, k, m, kernel_device)
+    result = sweep.compare_arms(cell, sweep.ARMS)
+    print({arm: row["differing_elements"] for arm, row in result.items()})
+    return result
+
+
+def test_the_fused_arm_gives_the_shipped_output_and_residual_sum(comparison):
+    assert comparison["fused"]["equal"], comparison["fused"]
+
+
+def test_the_control_arm_is_flagged(comparison, sweep):
+    assert not comparison[sweep.CONTROL]["equal"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["out", "--ms", "1,x"], "comma-separated integers"),
+    (["out", "--ms", "0"], "integers >= 1"),
+])
+def test_the_command_line_refuses_what_it_cannot_run(sweep, argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        sweep.main(argv + ["--device", "cpu"])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err

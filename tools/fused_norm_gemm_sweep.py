@@ -1,0 +1,316 @@
+"""Does a decode GEMM that normalises and quantizes its own input pay (issue 15, H200)?
+
+Evidence `-i`'s decode profile (docs/decode-step-kernels.md, "Where the step goes now") has
+every kernel boundary of a batch-1 step costing latency, not bandwidth: the 72 launches of
+`bi_rmsnorm_quantize_kernel` a step take 3.5 us each for a few kilobytes, and the GEMM after
+each waits for them. The candidate measured here removes those launches: the decode GEMM's
+programs compute the residual add, the RMSNorm and the quantization of their activation
+tile themselves, from the bf16 rows, in the K loop that feeds the MMA
+(`norm_quantize_gemm_kernel` below).
+
+Why it can keep the bits (the sweep checks it, torch.equal per cell):
+
+- the row's 1/rms comes from `rmsnorm_row.rms_inverse_of` at the norm's BLOCK_H, in a kernel
+  of the norm's warps (four, as the decode GEMM tiles), so the same lanes and reduction tree;
+  every program of a row recomputes it (8 KB from L2), as the norm's own column programs do;
+- the residual sum, the normalised value and its quantization are `rmsnorm_row.row_values`,
+  `rms_apply` and `fp8_quantize.quantize_to_e4m3_grid`, elementwise, the helpers the norm
+  kernel calls; the first program of the row stores the sum the next layer reads;
+- the MMA sees the same FP8 operand bytes in the same K steps: the activation tile comes
+  from registers instead of a TMA load, the weight still from TMA, the epilogue is
+  `store_scaled_tile`.
+
+Arms, per shape (Qwen3-8B's stacked qkv and gate_up, K = 4096, with their ModelOpt segments
+and one input scale each) and M (decode batch sizes):
+
+- shipped: `add_rms_norm_quantized_stacked` (one launch) then the segmented FP8 GEMM as the
+  shipped table launches it (PDL where the tile has it)
+- fused:   `norm_quantize_gemm_kernel` alone, at the shipped tile
+- control-unrounded: the fused kernel multiplying by the norm weight before rounding the
+  normalised value to bf16 (transformers rounds first): the comparison must flag it
+
+Per arm and cell: the time per call in a CUDA Graph (L2 warm; `bench.timing.graph_median_us`)
+and whether the output (and the stored residual sum) equals the shipped arm's. On a CPU
+(`--device cpu`, Triton's interpreter) it checks the bits only, at small shapes: the unit test
+runs that.
+
+Developer tool: writes fused_norm_gemm.json and fused_norm_gemm.md into OUT_DIR.
+    python tools/fused_norm_gemm_sweep.py OUT_DIR [--ms 1,4,16] [--device cuda|cpu]
+A winning arm moves into det_suite (a kernel in kernels/, a prologue mode in the GEMM's launch
+spec, the model's norm-then-linear path) with an H200 evidence run: all result dependencies.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def _cpu_requested(argv) -> bool:
+    return "--device=cpu" in argv or any(a == "--device" and b == "cpu"
+                                         for a, b in zip(argv, argv[1:]))
+
+
+if __name__ == "__main__" and _cpu_requested(sys.argv[1:]):
+    # The interpreter must be chosen before Triton is imported (platform/interpreter.py).
+    from det_suite.platform.interpreter import use_interpreter
+    use_interpreter()
+
+import torch  # noqa: E402 - after the interpreter switch
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from det_suite.kernels.fp8_constants import FP8_E4M3_MAX  # noqa: E402
+from det_suite.kernels.fp8_epilogue import segment_of, store_scaled_tile  # noqa: E402
+from det_suite.kernels.fp8_quantize import quantize_to_e4m3_grid  # noqa: E402
+from det_suite.kernels.grid_dependency import wait_for_previous_grid  # noqa: E402
+from det_suite.kernels.rmsnorm_row import rms_inverse_of, row_values  # noqa: E402
+from det_suite.kernels.tile_order import grouped_tile_coordinates  # noqa: E402
+from det_suite.ops.bi_launch_spec import RMSNORM_QUANTIZE_TILE  # noqa: E402
+from det_suite.ops.launch import launch_fp8_gemm  # noqa: E402
+from det_suite.ops.linear import device_policy  # noqa: E402
+from det_suite.policy import shipped_policy  # noqa: E402
+from det_suite.ops.quantized_inputs import add_rms_norm_quantized_stacked  # noqa: E402
+from det_suite.reports.files import write_json_atomic, write_text_atomic  # noqa: E402
+
+GEMM_KERNEL = "fp8_scaled_mm_swap_ab_kernel"
+# (name, segment widths, K): Qwen3-8B's stacked projections that follow a norm.
+QWEN3_8B = (("qkv", (4096, 1024, 1024), 4096), ("gate_up", (12288, 12288), 4096))
+# Small enough for the interpreter, with the same structure (three / two segments).
+CPU_SHAPES = (("qkv", (128, 64, 64), 320), ("gate_up", (128, 128), 320))
+ARMS = ("shipped", "fused", "control-unrounded")
+CONTROL = "control-unrounded"
+EPS = 1e-6
+
+
+@triton.jit(do_not_specialize=["M"])
+def norm_quantize_gemm_kernel(
+    a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
+    M, N, K, K_CHUNK, SEG_END0, SEG_END1,
+    stride_ps, stride_pm, stride_pn,
+    stride_om, stride_on,
+    b_ptr, stride_bn,
+    x_ptr, delta_ptr, norm_weight_ptr, sum_ptr,
+    stride_xm, stride_dm, stride_sm,
+    eps,
+    HAS_BIAS: tl.constexpr,
+    SPLIT_K: tl.constexpr,
+    WRITE_PARTIALS: tl.constexpr,
+    FUSED_FIXUP: tl.constexpr,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+    GROUP_M: tl.constexpr,
+    USE_PDL: tl.constexpr,
+    PROMOTE_K: tl.constexpr,
+    SEGMENTS: tl.constexpr,
+    PREFETCH_K: tl.constexpr,
+    HAS_RESIDUAL: tl.constexpr,
+    BLOCK_H: tl.constexpr,
+    FP8_MAX: tl.constexpr,
+    ROUND_NORMED: tl.constexpr,
+):
+    """`fp8_scaled_mm_swap_ab_kernel`'s parameters (a_desc is never read) plus the norm's:
+    out = fp8_gemm(quantize(rms_norm(x + delta) * norm_weight, a_scale[segment])), and
+    sum = x + delta stored by the row tile's first column program. Single pass only."""
+    tl.static_assert(SPLIT_K == 1)
+    tl.static_assert(not WRITE_PARTIALS)
+    pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    off_m = pid_m * BLOCK_M
+    off_n = pid_n * BLOCK_N
+    wait_for_previous_grid(USE_PDL)
+    offs_m = off_m + tl.arange(0, BLOCK_M)
+    offs_n = off_n + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    row_exists = offs_m < M
+    # Each row's 1/rms exactly as bi_rmsnorm_quantize_kernel computes it; rows past M keep 0
+    # and quantize to zeros that are never stored.
+    inv_rms = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    for r in range(off_m, tl.minimum(off_m + BLOCK_M, M)):
+        row_inv = rms_inverse_of(x_ptr + r * stride_xm, delta_ptr + r * stride_dm, K, eps,
+                                 BLOCK_H, HAS_RESIDUAL)
+        inv_rms = tl.where(offs_m == r, row_inv, inv_rms)
+    seg = 0
+    if SEGMENTS > 1:
+        seg = segment_of(off_n, SEG_END0, SEG_END1, SEGMENTS)
+    q_scale = tl.load(a_scale_ptr + seg)
+    x_rows = x_ptr + offs_m[:, None] * stride_xm
+    delta_rows = delta_ptr + offs_m[:, None] * stride_dm
+    acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        cols = k0 + offs_k
+        col_exists = cols < K
+        in_rows = row_exists[:, None] & col_exists[None, :]
+        value = row_values(x_rows, delta_rows, cols[None, :], in_rows, HAS_RESIDUAL)
+        if HAS_RESIDUAL:
+            if pid_n == 0:
+                tl.store(sum_ptr + offs_m[:, None] * stride_sm + cols[None, :], value,
+                         mask=in_rows)
+        weight_n = tl.load(norm_weight_ptr + cols, mask=col_exists, other=0.0).to(tl.float32)
+        h = value.to(tl.float32) * inv_rms[:, None]
+        if ROUND_NORMED:   # rms_apply's order: round to the dtype, then the weight
+            normed = (weight_n[None, :] * h.to(value.dtype).to(tl.float32)).to(value.dtype)
+        else:              # the positive control: the weight applied before any rounding
+            normed = (weight_n[None, :] * h).to(value.dtype)
+        act = quantize_to_e4m3_grid(normed.to(tl.float32), q_scale, FP8_MAX).to(tl.float8e4nv)
+        weight = b_desc.load([off_n, k0])
+        acc_t = tl.dot(weight, act.T, acc_t, max_num_imprecise_acc=PROMOTE_K)
+    store_scaled_tile(tl.trans(acc_t), out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m,
+                      offs_n, M, N, stride_om, stride_on, HAS_BIAS, SEG_END0, SEG_END1,
+                      SEGMENTS)
+
+
+class Cell:
+    """One norm-then-linear of a decode step: M rows of x and delta (bf16, K), the norm's
+    weight, a stacked FP8 weight (N, K) with `segments` column widths, one input and one
+    weight scale per segment."""
+
+    def __init__(self, segments, k: int, m: int, device, seed: int = 0,
+                 fused_options: dict | None = None):
+        g = torch.Generator().manual_seed(seed)
+        n = sum(segments)
+        self.segments, self.m, self.k, self.n = tuple(segments), m, k, n
+        self.fused_options = dict(fused_options or {})
+        self.x = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
+        self.delta = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
+        self.norm_weight = (1 + 0.1 * torch.randn(k, generator=g)).to(torch.bfloat16).to(device)
+        self.weight = (torch.randn(n, k, generator=g) * 0.5).to(torch.float8_e4m3fn).to(device)
+        s = len(segments)
+        self.a_scales = (0.02 + 0.01 * torch.rand(s, generator=g)).to(device)
+        self.w_scales = (0.01 + 0.01 * torch.rand(s, generator=g)).to(device)
+        # One view per scale, kept: the ops validate a scale tensor once, before capture.
+        self.scale_views = list(self.a_scales.unbind(0))
+        self.ends = tuple(int(e) for e in torch.tensor(segments).cumsum(0)[:-1])
+        # The device's table on a GPU; on the CPU the SM90 one, whose decode tiles are the
+        # swapped TMA kernel this prototype extends.
+        device = torch.device(device)
+        table = None if device.type == "cuda" else shipped_policy("sm90")
+        self.config = device_policy(device, table).select(m, n, k)
+
+    def _gemm(self, a, launcher=None):
+        out = torch.empty((self.m, self.n), dtype=torch.bfloat16, device=self.x.device)
+        kwargs = {} if launcher is None else {"launcher": launcher}
+        return launch_fp8_gemm(a, self.weight.t(), self.a_scales, self.w_scales, None, out,
+                               self.config, segment_ends=self.ends, **kwargs)
+
+    def shipped(self):
+        summed, stacked = add_rms_norm_quantized_stacked(
+            self.x, self.delta, self.norm_weight, EPS, self.scale_views)
+        return self._gemm(stacked.reshape(-1, self.k)), summed
+
+    def fused(self, round_normed: bool = True):
+        summed = torch.empty_like(self.x)
+        # The descriptor the GEMM's spec binds is built from this buffer; never read.
+        unread = torch.empty((len(self.segments) * self.m, self.k), dtype=torch.float8_e4m3fn,
+                             device=self.x.device)
+        extra = dict(x_ptr=self.x, delta_ptr=self.delta, norm_weight_ptr=self.norm_weight,
+                     sum_ptr=summed, stride_xm=self.x.stride(0),
+                     stride_dm=self.delta.stride(0), stride_sm=summed.stride(0), eps=EPS,
+                     HAS_RESIDUAL=True, BLOCK_H=RMSNORM_QUANTIZE_TILE["BLOCK_H"],
+                     FP8_MAX=FP8_E4M3_MAX, ROUND_NORMED=round_normed)
+
+        def launcher(kernel, call, args, keywords):
+            if call.kernel != GEMM_KERNEL:
+                raise RuntimeError(f"the fused arm needs the swapped decode tile; the table "
+                                   f"chose {call.kernel} (M={self.m})")
+            return norm_quantize_gemm_kernel[call.grid](*args, **extra,
+                                                        **{**keywords, **self.fused_options})
+        return self._gemm(unread, launcher), summed
+
+    def run(self, arm: str):
+        if arm == "shipped":
+            return self.shipped()
+        return self.fused(round_normed=arm != CONTROL)
+
+
+def compare_arms(cell: Cell, arms) -> dict[str, dict]:
+    """Per arm: whether its output and residual sum equal the shipped arm's (torch.equal),
+    and how many output elements differ."""
+    out, summed = cell.shipped()
+    result = {}
+    for arm in arms:
+        arm_out, arm_sum = cell.run(arm)
+        result[arm] = {"equal": bool(torch.equal(arm_out, out) and torch.equal(arm_sum, summed)),
+                       "differing_elements": int((arm_out != out).sum())}
+    return result
+
+
+def _ints(text: str) -> list[int]:
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers; got {text!r}")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected integers >= 1; got {text!r}")
+    return values
+
+
+def _markdown(payload: dict) -> str:
+    lines = [f"# Fused norm + quantize + decode GEMM ({payload['device']})", "",
+             "Times: one call (shipped: the norm launch and the GEMM launch), median of CUDA "
+             "Graph replays; x36: a Qwen3-8B decode step's 36 layers.", "",
+             "| shape | M | arm | same bits as shipped | graph us (x36) |",
+             "| --- | --- | --- | --- | --- |"]
+    for cell in payload["cells"]:
+        for arm, row in cell["arms"].items():
+            same = "yes" if row["equal"] else f"NO ({row['differing_elements']} elements)"
+            t = row.get("graph_us")
+            timing = f"{t:.2f} ({36 * t:.0f})" if t is not None else "not timed"
+            lines.append(f"| {cell['shape']} | {cell['m']} | {arm} | {same} | {timing} |")
+    lines += ["", f"Control arm `{CONTROL}` must differ: "
+              + ("it did in every cell." if payload["control_flagged"] else
+                 "**it did not in some cell: the comparison is not to be trusted.**")]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("out_dir", type=Path)
+    parser.add_argument("--ms", type=_ints, default=None,
+                        help="rows per call (default 1,4,16 on a GPU, 1,3 on CPU)")
+    parser.add_argument("--fused-stages", type=int, default=None,
+                        help="pipeline depth of the fused kernel (default: the GEMM tile's)")
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    args = parser.parse_args(argv)
+    fused_options = {} if args.fused_stages is None else {"num_stages": args.fused_stages}
+    gpu = args.device == "cuda"
+    if gpu and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device here (use --device cpu for the bit check)")
+    ms = args.ms or ([1, 4, 16] if gpu else [1, 3])
+    cells = []
+    for shape, segments, k in (QWEN3_8B if gpu else CPU_SHAPES):
+        for m in ms:
+            cell = Cell(segments, k, m, args.device, fused_options=fused_options)
+            rows = compare_arms(cell, ARMS)
+            for arm in ARMS:
+                if gpu and arm != CONTROL:
+                    from det_suite.bench.timing import graph_median_us
+                    rows[arm]["graph_us"] = graph_median_us(lambda a=arm: cell.run(a))
+                same = "same bits" if rows[arm]["equal"] else "DIFFERENT bits"
+                timing = rows[arm].get("graph_us")
+                print(f"{shape} M={m} {arm}: {same}"
+                      + (f", {timing:.2f} us" if timing is not None else ""), flush=True)
+            cells.append({"shape": shape, "segments": list(segments), "k": k, "m": m,
+                          "arms": rows})
+    payload = {
+        "kind": "fused-norm-gemm-sweep",
+        "device": torch.cuda.get_device_name() if gpu else "cpu (Triton interpreter)",
+        "torch": torch.__version__, "triton": triton.__version__,
+        "fused_options": fused_options,
+        "control_flagged": all(not c["arms"][CONTROL]["equal"] for c in cells),
+        "candidates_equal": all(c["arms"]["fused"]["equal"] for c in cells),
+        "cells": cells,
+    }
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(args.out_dir / "fused_norm_gemm.json", payload)
+    write_text_atomic(args.out_dir / "fused_norm_gemm.md", _markdown(payload))
+    print(f"wrote {args.out_dir / 'fused_norm_gemm.json'} and fused_norm_gemm.md")
+    ok = payload["control_flagged"] and payload["candidates_equal"]
+    if not ok:
+        print("FAILED: " + ("the control was not flagged; " if not payload["control_flagged"]
+                            else "") + ("the fused arm changed the bits"
+                                        if not payload["candidates_equal"] else ""))
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -25,7 +25,8 @@ and one input scale each) and M (decode batch sizes):
 
 - shipped: `add_rms_norm_quantized_stacked` (one launch) then the segmented FP8 GEMM as the
   shipped table launches it (PDL where the tile has it)
-- fused:   `norm_quantize_gemm_kernel` alone, at the shipped tile
+- fused:   `norm_quantize_gemm_kernel` alone, at the shipped tile (at M = 1 rounding only the
+           live row, ONE_ROW)
 - control-unrounded: the fused kernel multiplying by the norm weight before rounding the
   normalised value to bf16 (transformers rounds first): the comparison must flag it
 
@@ -84,6 +85,19 @@ CONTROL = "control-unrounded"
 EPS = 1e-6
 
 
+@triton.jit
+def _normed_quantized(value, inv_rms, weight_n, q_scale, FP8_MAX: tl.constexpr,
+                      ROUND_NORMED: tl.constexpr):
+    """The e4m3 grid values (fp32) of rms_norm(value) * weight_n / q_scale, as
+    bi_rmsnorm_quantize_kernel rounds them (`rms_apply`, then `quantize_to_e4m3_grid`)."""
+    h = value.to(tl.float32) * inv_rms
+    if ROUND_NORMED:   # rms_apply's order: round to the dtype, then the weight
+        normed = (weight_n * h.to(value.dtype).to(tl.float32)).to(value.dtype)
+    else:              # the positive control: the weight applied before any rounding
+        normed = (weight_n * h).to(value.dtype)
+    return quantize_to_e4m3_grid(normed.to(tl.float32), q_scale, FP8_MAX)
+
+
 @triton.jit(do_not_specialize=["M"])
 def norm_quantize_gemm_kernel(
     a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, bias_ptr, a_scale_ptr, b_scale_ptr,
@@ -108,10 +122,13 @@ def norm_quantize_gemm_kernel(
     BLOCK_H: tl.constexpr,
     FP8_MAX: tl.constexpr,
     ROUND_NORMED: tl.constexpr,
+    ONE_ROW: tl.constexpr = False,
 ):
     """`fp8_scaled_mm_swap_ab_kernel`'s parameters (a_desc is never read) plus the norm's:
     out = fp8_gemm(quantize(rms_norm(x + delta) * norm_weight, a_scale[segment])), and
-    sum = x + delta stored by the row tile's first column program. Single pass only."""
+    sum = x + delta stored by the row tile's first column program. Single pass only.
+    ONE_ROW (M == 1, a batch-1 decode): only row 0 is normalised and rounded, as a 1-D row
+    broadcast into the tile's live row; the padding rows are zeros without arithmetic."""
     tl.static_assert(SPLIT_K == 1)
     tl.static_assert(not WRITE_PARTIALS)
     pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
@@ -136,22 +153,28 @@ def norm_quantize_gemm_kernel(
     x_rows = x_ptr + offs_m[:, None] * stride_xm
     delta_rows = delta_ptr + offs_m[:, None] * stride_dm
     acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
+    row0_inv = tl.sum(tl.where(offs_m == off_m, inv_rms, 0.0), axis=0)  # exact: one term
     for k0 in range(0, K, BLOCK_K):
         cols = k0 + offs_k
         col_exists = cols < K
-        in_rows = row_exists[:, None] & col_exists[None, :]
-        value = row_values(x_rows, delta_rows, cols[None, :], in_rows, HAS_RESIDUAL)
-        if HAS_RESIDUAL:
-            if pid_n == 0:
-                tl.store(sum_ptr + offs_m[:, None] * stride_sm + cols[None, :], value,
-                         mask=in_rows)
         weight_n = tl.load(norm_weight_ptr + cols, mask=col_exists, other=0.0).to(tl.float32)
-        h = value.to(tl.float32) * inv_rms[:, None]
-        if ROUND_NORMED:   # rms_apply's order: round to the dtype, then the weight
-            normed = (weight_n[None, :] * h.to(value.dtype).to(tl.float32)).to(value.dtype)
-        else:              # the positive control: the weight applied before any rounding
-            normed = (weight_n[None, :] * h).to(value.dtype)
-        act = quantize_to_e4m3_grid(normed.to(tl.float32), q_scale, FP8_MAX).to(tl.float8e4nv)
+        if ONE_ROW:
+            value = row_values(x_ptr + off_m * stride_xm, delta_ptr + off_m * stride_dm, cols,
+                               col_exists, HAS_RESIDUAL)
+            if HAS_RESIDUAL:
+                if pid_n == 0:
+                    tl.store(sum_ptr + off_m * stride_sm + cols, value, mask=col_exists)
+            row = _normed_quantized(value, row0_inv, weight_n, q_scale, FP8_MAX, ROUND_NORMED)
+            act = tl.where((offs_m == off_m)[:, None], row[None, :], 0.0).to(tl.float8e4nv)
+        else:
+            in_rows = row_exists[:, None] & col_exists[None, :]
+            value = row_values(x_rows, delta_rows, cols[None, :], in_rows, HAS_RESIDUAL)
+            if HAS_RESIDUAL:
+                if pid_n == 0:
+                    tl.store(sum_ptr + offs_m[:, None] * stride_sm + cols[None, :], value,
+                             mask=in_rows)
+            act = _normed_quantized(value, inv_rms[:, None], weight_n[None, :], q_scale,
+                                    FP8_MAX, ROUND_NORMED).to(tl.float8e4nv)
         weight = b_desc.load([off_n, k0])
         acc_t = tl.dot(weight, act.T, acc_t, max_num_imprecise_acc=PROMOTE_K)
     store_scaled_tile(tl.trans(acc_t), out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m,
@@ -206,7 +229,7 @@ class Cell:
                      sum_ptr=summed, stride_xm=self.x.stride(0),
                      stride_dm=self.delta.stride(0), stride_sm=summed.stride(0), eps=EPS,
                      HAS_RESIDUAL=True, BLOCK_H=RMSNORM_QUANTIZE_TILE["BLOCK_H"],
-                     FP8_MAX=FP8_E4M3_MAX, ROUND_NORMED=round_normed)
+                     FP8_MAX=FP8_E4M3_MAX, ROUND_NORMED=round_normed, ONE_ROW=self.m == 1)
 
         def launcher(kernel, call, args, keywords):
             if call.kernel != GEMM_KERNEL:

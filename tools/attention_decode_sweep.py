@@ -45,12 +45,10 @@ import sys
 from pathlib import Path
 
 
-def _cpu_requested(argv) -> bool:
-    return "--device=cpu" in argv or any(a == "--device" and b == "cpu"
-                                         for a, b in zip(argv, argv[1:]))
+from det_suite.bench.sweep_cli import (control_verdict, cpu_requested, finish, int_list,
+                                       same_bits)
 
-
-if __name__ == "__main__" and _cpu_requested(sys.argv[1:]):
+if __name__ == "__main__" and cpu_requested(sys.argv[1:]):
     # The interpreter must be chosen before Triton is imported (platform/interpreter.py).
     from det_suite.platform.interpreter import use_interpreter
     use_interpreter()
@@ -59,7 +57,6 @@ import torch  # noqa: E402 - after the interpreter switch
 import triton  # noqa: E402
 
 from det_suite.ops.batch_invariant import ATTENTION_TILE, paged_attention, write_kv  # noqa: E402
-from det_suite.reports.files import write_json_atomic, write_text_atomic  # noqa: E402
 
 SPLIT_KERNEL = "bi_paged_attention_split_kernel"
 QWEN3_8B_HEADS = (32, 8, 128)   # query heads, KV heads, head_dim
@@ -151,18 +148,8 @@ def _time(call: DecodeCall, arm: str) -> dict[str, float]:
             "flushed_us": flushed_median_us(lambda: call.run(launcher))}
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers; got {text!r}")
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected integers >= 1; got {text!r}")
-    return values
-
-
 def _positive(text: str) -> int:
-    (value,) = _ints(text) if "," not in text else (None,)
+    (value,) = int_list(text) if "," not in text else (None,)
     if value is None:
         raise argparse.ArgumentTypeError(f"expected one integer >= 1; got {text!r}")
     return value
@@ -189,23 +176,21 @@ def _markdown(payload: dict) -> str:
              "| --- | --- | --- | --- | --- | --- |"]
     for cell in payload["cells"]:
         for arm, row in cell["arms"].items():
-            same = "yes" if row["equal"] else f"NO ({row['differing_elements']} elements)"
+            same = same_bits(row)
             t = row.get("time")
             timing = (f"{t['graph_us']:.2f} ({36 * t['graph_us']:.0f}) | {t['flushed_us']:.2f}"
                       if t else "not timed | not timed")
             lines.append(f"| {cell['prefix']} | {cell['batch']} | {arm} | {same} | {timing} |")
-    lines += ["", f"Control arm `{CONTROL}` must differ: "
-              + ("it did in every cell." if payload["control_flagged"] else
-                 "**it did not in some cell: the comparison is not to be trusted.**")]
+    lines += ["", control_verdict(CONTROL, payload["control_flagged"])]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--prefix", type=_ints, default=None,
+    parser.add_argument("--prefix", type=int_list, default=None,
                         help="keys before the query (default 128,2048 on a GPU, 40,300 on CPU)")
-    parser.add_argument("--batch", type=_ints, default=None,
+    parser.add_argument("--batch", type=int_list, default=None,
                         help="requests per call (default 1,4 on a GPU, 2 on CPU)")
     parser.add_argument("--arms", type=_arms, default=list(ARMS))
     parser.add_argument("--max-seq-len", type=_positive, default=None,
@@ -244,16 +229,8 @@ def main(argv=None) -> int:
                                 if arm != CONTROL),
         "cells": cells,
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(args.out_dir / "attention_sweep.json", payload)
-    write_text_atomic(args.out_dir / "attention_sweep.md", _markdown(payload))
-    print(f"wrote {args.out_dir / 'attention_sweep.json'} and attention_sweep.md")
-    ok = payload["control_flagged"] and payload["candidates_equal"]
-    if not ok:
-        print("FAILED: " + ("the control was not flagged; " if not payload["control_flagged"]
-                            else "") + ("a candidate changed the bits"
-                                        if not payload["candidates_equal"] else ""))
-    return 0 if ok else 1
+    return finish(args.out_dir, "attention_sweep", payload, _markdown(payload),
+                  candidates="a candidate arm")
 
 
 if __name__ == "__main__":

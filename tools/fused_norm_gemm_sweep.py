@@ -48,12 +48,10 @@ import sys
 from pathlib import Path
 
 
-def _cpu_requested(argv) -> bool:
-    return "--device=cpu" in argv or any(a == "--device" and b == "cpu"
-                                         for a, b in zip(argv, argv[1:]))
+from det_suite.bench.sweep_cli import (control_verdict, cpu_requested, finish, int_list,
+                                       same_bits)
 
-
-if __name__ == "__main__" and _cpu_requested(sys.argv[1:]):
+if __name__ == "__main__" and cpu_requested(sys.argv[1:]):
     # The interpreter must be chosen before Triton is imported (platform/interpreter.py).
     from det_suite.platform.interpreter import use_interpreter
     use_interpreter()
@@ -71,9 +69,8 @@ from det_suite.kernels.tile_order import grouped_tile_coordinates  # noqa: E402
 from det_suite.ops.bi_launch_spec import RMSNORM_QUANTIZE_TILE  # noqa: E402
 from det_suite.ops.launch import launch_fp8_gemm  # noqa: E402
 from det_suite.ops.linear import device_policy  # noqa: E402
-from det_suite.policy import shipped_policy  # noqa: E402
 from det_suite.ops.quantized_inputs import add_rms_norm_quantized_stacked  # noqa: E402
-from det_suite.reports.files import write_json_atomic, write_text_atomic  # noqa: E402
+from det_suite.policy import shipped_policy  # noqa: E402
 
 GEMM_KERNEL = "fp8_scaled_mm_swap_ab_kernel"
 # (name, segment widths, K): Qwen3-8B's stacked projections that follow a norm.
@@ -257,16 +254,6 @@ def compare_arms(cell: Cell, arms) -> dict[str, dict]:
     return result
 
 
-def _ints(text: str) -> list[int]:
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected comma-separated integers; got {text!r}")
-    if not values or min(values) < 1:
-        raise argparse.ArgumentTypeError(f"expected integers >= 1; got {text!r}")
-    return values
-
-
 def _markdown(payload: dict) -> str:
     lines = [f"# Fused norm + quantize + decode GEMM ({payload['device']})", "",
              "Times: one call (shipped: the norm launch and the GEMM launch), median of CUDA "
@@ -275,20 +262,18 @@ def _markdown(payload: dict) -> str:
              "| --- | --- | --- | --- | --- |"]
     for cell in payload["cells"]:
         for arm, row in cell["arms"].items():
-            same = "yes" if row["equal"] else f"NO ({row['differing_elements']} elements)"
+            same = same_bits(row)
             t = row.get("graph_us")
             timing = f"{t:.2f} ({36 * t:.0f})" if t is not None else "not timed"
             lines.append(f"| {cell['shape']} | {cell['m']} | {arm} | {same} | {timing} |")
-    lines += ["", f"Control arm `{CONTROL}` must differ: "
-              + ("it did in every cell." if payload["control_flagged"] else
-                 "**it did not in some cell: the comparison is not to be trusted.**")]
+    lines += ["", control_verdict(CONTROL, payload["control_flagged"])]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--ms", type=_ints, default=None,
+    parser.add_argument("--ms", type=int_list, default=None,
                         help="rows per call (default 1,4,16 on a GPU, 1,3 on CPU)")
     parser.add_argument("--fused-stages", type=int, default=None,
                         help="pipeline depth of the fused kernel (default: the GEMM tile's)")
@@ -323,16 +308,8 @@ def main(argv=None) -> int:
         "candidates_equal": all(c["arms"]["fused"]["equal"] for c in cells),
         "cells": cells,
     }
-    args.out_dir.mkdir(parents=True, exist_ok=True)
-    write_json_atomic(args.out_dir / "fused_norm_gemm.json", payload)
-    write_text_atomic(args.out_dir / "fused_norm_gemm.md", _markdown(payload))
-    print(f"wrote {args.out_dir / 'fused_norm_gemm.json'} and fused_norm_gemm.md")
-    ok = payload["control_flagged"] and payload["candidates_equal"]
-    if not ok:
-        print("FAILED: " + ("the control was not flagged; " if not payload["control_flagged"]
-                            else "") + ("the fused arm changed the bits"
-                                        if not payload["candidates_equal"] else ""))
-    return 0 if ok else 1
+    return finish(args.out_dir, "fused_norm_gemm", payload, _markdown(payload),
+                  candidates="the fused arm")
 
 
 if __name__ == "__main__":

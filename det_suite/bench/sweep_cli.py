@@ -1,0 +1,64 @@
+"""What the kernel sweep tools (`tools/*_sweep.py`) share: the CPU switch they read before
+Triton is imported, their integer-list options, and how a sweep ends (its JSON and Markdown
+written atomically, a verdict from its bit checks and positive control).
+
+A sweep compares candidate launches of a kernel with the shipped one bit for bit and times
+them on a GPU; on a CPU (`--device cpu`) it runs the same comparison under Triton's
+interpreter, which the unit tests use. Imports nothing heavy: a tool calls `cpu_requested`
+before torch or Triton is imported.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+
+def cpu_requested(argv) -> bool:
+    """Whether the command line asks for `--device cpu` (either spelling)."""
+    return "--device=cpu" in argv or any(a == "--device" and b == "cpu"
+                                         for a, b in zip(argv, argv[1:]))
+
+
+def int_list(text: str) -> list[int]:
+    """An argparse type: comma-separated integers, each >= 1."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated integers; got {text!r}")
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"expected integers >= 1; got {text!r}")
+    return values
+
+
+def same_bits(row: dict) -> str:
+    """A Markdown cell for one arm's bit check: `equal` and `differing_elements`."""
+    return "yes" if row["equal"] else f"NO ({row['differing_elements']} elements)"
+
+
+def control_verdict(control: str, flagged: bool) -> str:
+    """The line under a sweep's table that says whether its positive control differed."""
+    return f"Control arm `{control}` must differ: " + (
+        "it did in every cell." if flagged else
+        "**it did not in some cell: the comparison is not to be trusted.**")
+
+
+def finish(out_dir: Path, stem: str, payload: dict, markdown: str, *,
+           candidates: str) -> int:
+    """Write OUT_DIR/<stem>.json and .md atomically and return the exit status: 0 when the
+    payload's control was flagged (`control_flagged`) and its candidates kept the bits
+    (`candidates_equal`), else 1 with what failed; `candidates` names them in the message."""
+    from det_suite.reports.files import write_json_atomic, write_text_atomic
+
+    out_dir.mkdir(parents=True, exist_ok=True)
+    write_json_atomic(out_dir / f"{stem}.json", payload)
+    write_text_atomic(out_dir / f"{stem}.md", markdown)
+    print(f"wrote {out_dir / f'{stem}.json'} and {stem}.md")
+    failures = []
+    if not payload["control_flagged"]:
+        failures.append("the control was not flagged: the comparison is not to be trusted")
+    if not payload["candidates_equal"]:
+        failures.append(f"{candidates} changed the bits")
+    if failures:
+        print("FAILED: " + "; ".join(failures))
+    return 1 if failures else 0

@@ -1,0 +1,62 @@
+"""det_suite.bench.sweep_cli: what the kernel sweep tools share. The CPU switch they read
+before Triton is imported, their integer-list option, and how a sweep ends: both files
+written, exit 0 only when the control was flagged and the candidates kept the bits."""
+
+import argparse
+import json
+
+import pytest
+
+from det_suite.bench.sweep_cli import control_verdict, cpu_requested, finish, int_list, same_bits
+
+
+@pytest.mark.parametrize("argv, wanted", [
+    (["out", "--device", "cpu"], True),
+    (["out", "--device=cpu"], True),
+    (["out", "--device", "cuda"], False),
+    (["out", "--arms", "cpu"], False),      # "cpu" as another option's value is not a device
+    (["out"], False),
+], ids=["spaced", "joined", "cuda", "other-option", "default"])
+def test_cpu_is_requested_only_by_the_device_option(argv, wanted):
+    assert cpu_requested(argv) is wanted
+
+
+def test_an_integer_list_parses_in_order():
+    assert int_list("128,2048,1") == [128, 2048, 1]
+
+
+@pytest.mark.parametrize("text, message", [("1,x", "comma-separated integers"),
+                                           ("0,4", "integers >= 1"), ("", "comma-separated")],
+                         ids=["not-a-number", "zero", "empty"])
+def test_a_bad_integer_list_is_refused_with_what_was_expected(text, message):
+    with pytest.raises(argparse.ArgumentTypeError, match=message):
+        int_list(text)
+
+
+@pytest.mark.parametrize("flagged, equal, status, failure", [
+    (True, True, 0, None),
+    (False, True, 1, "the control was not flagged"),
+    (True, False, 1, "the arm changed the bits"),
+], ids=["passed", "control-missed", "bits-changed"])
+def test_a_sweep_ends_with_both_files_and_a_verdict(tmp_path, capsys, flagged, equal, status,
+                                                    failure):
+    payload = {"control_flagged": flagged, "candidates_equal": equal, "cells": []}
+    assert finish(tmp_path / "out", "sweep", payload, "# table\n", candidates="the arm") == status
+    assert json.loads((tmp_path / "out" / "sweep.json").read_text()) == payload
+    assert (tmp_path / "out" / "sweep.md").read_text() == "# table\n"
+    printed = capsys.readouterr().out
+    assert ("FAILED" in printed) is (failure is not None)
+    if failure:
+        assert failure in printed
+
+
+@pytest.mark.parametrize("row, cell", [({"equal": True, "differing_elements": 0}, "yes"),
+                                       ({"equal": False, "differing_elements": 30},
+                                        "NO (30 elements)")], ids=["equal", "differs"])
+def test_a_bit_check_reads_as_a_table_cell(row, cell):
+    assert same_bits(row) == cell
+
+
+def test_a_missed_control_is_called_untrustworthy():
+    assert "did in every cell" in control_verdict("c", True)
+    assert "not to be trusted" in control_verdict("c", False)

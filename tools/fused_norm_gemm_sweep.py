@@ -35,8 +35,14 @@ and whether the output (and the stored residual sum) equals the shipped arm's. O
 (`--device cpu`, Triton's interpreter) it checks the bits only, at small shapes: the unit test
 runs that.
 
+Measured (H200, 2026-12-04, docs/evidence/h200-2026-12-04-i-fused-norm-sweep/): the fused arm
+kept the bits in every cell. Rounding all 16 tile rows in every program it lost 10x; rounding
+only the live row at M = 1 (ONE_ROW) it wins on gate_up (29.60 -> 27.60 us) and loses on qkv
+(9.79 -> 12.11 us), where one partial wave of programs cannot hide the prologue.
+
 Developer tool: writes fused_norm_gemm.json and fused_norm_gemm.md into OUT_DIR.
-    python tools/fused_norm_gemm_sweep.py OUT_DIR [--ms 1,4,16] [--device cuda|cpu]
+    python tools/fused_norm_gemm_sweep.py OUT_DIR [--ms 1,4,16] [--fused-stages N]
+        [--device cuda|cpu]
 A winning arm moves into det_suite (a kernel in kernels/, a prologue mode in the GEMM's launch
 spec, the model's norm-then-linear path) with an H200 evidence run: all result dependencies.
 """

@@ -185,6 +185,48 @@ def norm_quantize_gemm_kernel(
                       SEGMENTS)
 
 
+def norm_quantize_gemm(x, delta, norm_weight, eps: float, weight, a_scales, w_scales,
+                       segment_ends, config, *, summed=None, out_dtype=torch.bfloat16,
+                       round_normed: bool = True, options: dict | None = None):
+    """out (M, N) = the segmented FP8 GEMM of `weight` (N, K) on
+    quantize(rms_norm(x + delta) * norm_weight, a_scales[segment]), from one launch of
+    `norm_quantize_gemm_kernel` at `config` (a swapped single-pass decode tile); with delta,
+    x + delta is also stored to `summed` (allocated when None). Returns (out, summed): summed
+    is x itself without delta. `options` override the tile's launch options."""
+    m, k = x.shape
+    has_residual = delta is not None
+    if has_residual and summed is None:
+        summed = torch.empty_like(x)
+    # The descriptor the GEMM's spec binds is built from this buffer; never read.
+    unread = torch.empty(((len(segment_ends) + 1) * m, k), dtype=torch.float8_e4m3fn,
+                         device=x.device)
+    delta_rows = delta if has_residual else x
+    summed_rows = summed if has_residual else x
+    extra = dict(x_ptr=x, delta_ptr=delta_rows, norm_weight_ptr=norm_weight,
+                 sum_ptr=summed_rows, stride_xm=x.stride(0), stride_dm=delta_rows.stride(0),
+                 stride_sm=summed_rows.stride(0), eps=eps, HAS_RESIDUAL=has_residual,
+                 BLOCK_H=RMSNORM_QUANTIZE_TILE["BLOCK_H"], FP8_MAX=FP8_E4M3_MAX,
+                 ROUND_NORMED=round_normed, ONE_ROW=m == 1)
+    options = dict(options or {})
+
+    def launcher(kernel, call, args, keywords):
+        if call.kernel != GEMM_KERNEL:
+            raise RuntimeError(f"the fused launch needs the swapped decode tile; the table "
+                               f"chose {call.kernel} (M={m})")
+        return norm_quantize_gemm_kernel[call.grid](*args, **extra, **{**keywords, **options})
+
+    out = torch.empty((m, weight.shape[0]), dtype=out_dtype, device=x.device)
+    launch_fp8_gemm(unread, weight.t(), a_scales, w_scales, None, out, config,
+                    segment_ends=tuple(segment_ends), launcher=launcher)
+    return out, (summed if has_residual else x)
+
+
+def fuses(config) -> bool:
+    """Whether `norm_quantize_gemm` can run at this launch config: the swapped decode tile,
+    single pass (no split-K workspace)."""
+    return bool(config.swap_ab and config.use_tma and config.split_k == 1)
+
+
 class Cell:
     """One norm-then-linear of a decode step: M rows of x and delta (bf16, K), the norm's
     weight, a stacked FP8 weight (N, K) with `segments` column widths, one input and one
@@ -224,23 +266,9 @@ class Cell:
         return self._gemm(stacked.reshape(-1, self.k)), summed
 
     def fused(self, round_normed: bool = True):
-        summed = torch.empty_like(self.x)
-        # The descriptor the GEMM's spec binds is built from this buffer; never read.
-        unread = torch.empty((len(self.segments) * self.m, self.k), dtype=torch.float8_e4m3fn,
-                             device=self.x.device)
-        extra = dict(x_ptr=self.x, delta_ptr=self.delta, norm_weight_ptr=self.norm_weight,
-                     sum_ptr=summed, stride_xm=self.x.stride(0),
-                     stride_dm=self.delta.stride(0), stride_sm=summed.stride(0), eps=EPS,
-                     HAS_RESIDUAL=True, BLOCK_H=RMSNORM_QUANTIZE_TILE["BLOCK_H"],
-                     FP8_MAX=FP8_E4M3_MAX, ROUND_NORMED=round_normed, ONE_ROW=self.m == 1)
-
-        def launcher(kernel, call, args, keywords):
-            if call.kernel != GEMM_KERNEL:
-                raise RuntimeError(f"the fused arm needs the swapped decode tile; the table "
-                                   f"chose {call.kernel} (M={self.m})")
-            return norm_quantize_gemm_kernel[call.grid](*args, **extra,
-                                                        **{**keywords, **self.fused_options})
-        return self._gemm(unread, launcher), summed
+        return norm_quantize_gemm(self.x, self.delta, self.norm_weight, EPS, self.weight,
+                                  self.a_scales, self.w_scales, self.ends, self.config,
+                                  round_normed=round_normed, options=self.fused_options)
 
     def run(self, arm: str):
         if arm == "shipped":

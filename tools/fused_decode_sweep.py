@@ -3,13 +3,16 @@
 `tools/fused_norm_gemm_sweep.py` measured one launch pair at a time: at M = 1 its fused
 kernel (the GEMM's programs doing the residual add, the RMSNorm and the quantization of their
 activation) gave the shipped bits, and won on gate_up (29.60 -> 27.60 us) and lost on qkv
-(9.79 -> 12.11 us). What a step gains is a measurement of the step: this builds the engine
-with det mode's op set, its stacked projections' norm and GEMM replaced by the prototype where
-the arm says, and times the batch-1 CUDA Graph decode step as `tools/profile_decode.py` does:
+(9.79 -> 12.11 us); the SiLU product's quantization can move into the down projection the
+same way. What a step gains is a measurement of the step: this builds the engine with det
+mode's op set, the producers and GEMMs replaced by the prototype where the arm says, and times
+the batch-1 CUDA Graph decode step as `tools/profile_decode.py` does:
 
-- shipped:        det mode as shipped
-- fused-gate-up:  the post-attention residual add + norm fused into the gate/up GEMM
-- fused-all:      also the input norm (with the previous layer's residual add) into q/k/v
+- shipped:             det mode as shipped
+- fused-gate-up:       the post-attention residual add + norm fused into the gate/up GEMM
+- fused-down:          the SiLU product + quantization fused into the down GEMM
+- fused-gate-up+down:  both
+- fused-all:           also the input norm (with the previous residual add) into q/k/v
 
 Only batch-1 decode calls fuse (one row: the prototype rounds the live row once per program,
 `ONE_ROW`); prefill and larger batches run the shipped ops. Per arm: whether a fixed greedy
@@ -53,12 +56,15 @@ from det_suite.models.spec import load_model  # noqa: E402
 from det_suite.ops import linear as linear_ops  # noqa: E402
 from det_suite.policy import shipped_policy  # noqa: E402
 
-ARMS = ("shipped", "fused-gate-up", "fused-all", "control-unrounded")
+ARMS = ("shipped", "fused-gate-up", "fused-down", "fused-gate-up+down", "fused-all",
+        "control-unrounded")
 CONTROL = "control-unrounded"
-# Arm -> (stacked groups fused, by member count: 2 gate/up, 3 q/k/v; whether the normalised
-# value is rounded before the weight multiply, as the shipped norm does).
-ARM_FUSES = {"shipped": ((), True), "fused-gate-up": ((2,), True),
-             "fused-all": ((2, 3), True), "control-unrounded": ((2, 3), False)}
+DOWN = "down"
+# Arm -> (what is fused: stacked groups by member count, 2 gate/up and 3 q/k/v, and DOWN;
+# whether each producer rounds where the shipped one does: the control does not).
+ARM_FUSES = {"shipped": ((), True), "fused-gate-up": ((2,), True), "fused-down": ((DOWN,), True),
+             "fused-gate-up+down": ((2, DOWN), True), "fused-all": ((2, 3, DOWN), True),
+             "control-unrounded": ((2, 3, DOWN), False)}
 CHECK_TOKENS = 16
 
 
@@ -67,6 +73,15 @@ def _sibling(name: str):
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
+
+
+@dataclass(frozen=True)
+class PendingProduct:
+    """The down projection's input whose SiLU product runs inside its GEMM: gate and up
+    (1, I), the two halves of the gate/up output."""
+
+    gate: torch.Tensor
+    up: torch.Tensor
 
 
 @dataclass(frozen=True)
@@ -92,9 +107,9 @@ def fused_opset(arm: str, prototype) -> tuple:
     if not groups:
         return det, launches
 
-    def config_for(rows: int, group):
-        n, k = group.weight.shape
-        return linear_ops.device_policy(group.weight.device).select(rows, n, k)
+    def config_for(rows: int, linear):
+        n, k = linear.weight.shape
+        return linear_ops.device_policy(linear.weight.device).select(rows, n, k)
 
     def norm_for_group(x, delta, weight, eps, group):
         if (len(group.members) in groups and x.dim() == 2 and x.shape[0] == 1
@@ -115,8 +130,23 @@ def fused_opset(arm: str, prototype) -> tuple:
             round_normed=round_normed)
         return out.split(group.widths, dim=-1)
 
+    def gated_for_linear(gate, up, lin):
+        if (DOWN in groups and gate.dim() == 2 and gate.shape[0] == 1 and lin.bias is None
+                and prototype.fuses(config_for(1, lin))):
+            return PendingProduct(gate, up)
+        return det.gated_for_linear(gate, up, lin)
+
+    def fp8_linear(x, lin):
+        if not isinstance(x, PendingProduct):
+            return det.fp8_linear(x, lin)
+        launches["fused"] += 1
+        return prototype.silu_mul_quantize_gemm(
+            x.gate, x.up, lin.weight, lin.input_scale, lin.weight_scale, config_for(1, lin),
+            out_dtype=x.gate.dtype, round_silu=round_normed)
+
     return replace(det, name=f"det-{arm}", norm_for_group=norm_for_group,
-                   group_linear=group_linear), launches
+                   group_linear=group_linear, gated_for_linear=gated_for_linear,
+                   fp8_linear=fp8_linear), launches
 
 
 @contextlib.contextmanager

@@ -67,22 +67,30 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX  # noqa: E402
-from det_suite.kernels.fp8_epilogue import segment_of, store_scaled_tile  # noqa: E402
-from det_suite.kernels.fp8_quantize import quantize_to_e4m3_grid  # noqa: E402
+from det_suite.kernels.bi_mul_quantize import _silu  # noqa: E402
+from det_suite.kernels.fp8_epilogue import (  # noqa: E402
+    finish_split_k_tile, segment_of, store_scaled_tile)
+from det_suite.kernels.fp8_quantize import _widen_to_fp32, quantize_to_e4m3_grid  # noqa: E402
 from det_suite.kernels.grid_dependency import wait_for_previous_grid  # noqa: E402
 from det_suite.kernels.rmsnorm_row import rms_inverse_of, row_values  # noqa: E402
 from det_suite.kernels.tile_order import grouped_tile_coordinates  # noqa: E402
 from det_suite.ops.bi_launch_spec import RMSNORM_QUANTIZE_TILE  # noqa: E402
 from det_suite.ops.launch import launch_fp8_gemm  # noqa: E402
 from det_suite.ops.linear import device_policy  # noqa: E402
-from det_suite.ops.quantized_inputs import add_rms_norm_quantized_stacked  # noqa: E402
+from det_suite.ops.quantized_inputs import (  # noqa: E402
+    add_rms_norm_quantized_stacked, silu_mul_quantized)
 from det_suite.policy import shipped_policy  # noqa: E402
 
 GEMM_KERNEL = "fp8_scaled_mm_swap_ab_kernel"
 # (name, segment widths, K): Qwen3-8B's stacked projections that follow a norm.
-QWEN3_8B = (("qkv", (4096, 1024, 1024), 4096), ("gate_up", (12288, 12288), 4096))
+# (name, column segments, K, producer): a norm before q/k/v and gate/up, the SiLU product
+# before down.
+QWEN3_8B = (("qkv", (4096, 1024, 1024), 4096, "norm"),
+            ("gate_up", (12288, 12288), 4096, "norm"), ("down", (4096,), 12288, "silu"))
 # Small enough for the interpreter, with the same structure (three / two segments).
-CPU_SHAPES = (("qkv", (128, 64, 64), 320), ("gate_up", (128, 128), 320))
+# down at K = 8192: the SM90 table splits it (4 x 2048 through the workspace), as Qwen3-8B's.
+CPU_SHAPES = (("qkv", (128, 64, 64), 320, "norm"), ("gate_up", (128, 128), 320, "norm"),
+              ("down", (128,), 8192, "silu"))
 ARMS = ("shipped", "fused", "control-unrounded")
 CONTROL = "control-unrounded"
 EPS = 1e-6
@@ -99,6 +107,18 @@ def _normed_quantized(value, inv_rms, weight_n, q_scale, FP8_MAX: tl.constexpr,
     else:              # the positive control: the weight applied before any rounding
         normed = (weight_n * h).to(value.dtype)
     return quantize_to_e4m3_grid(normed.to(tl.float32), q_scale, FP8_MAX)
+
+
+@triton.jit
+def _silu_product_quantized(gate, up, q_scale, FP8_MAX: tl.constexpr,
+                            ROUND_SILU: tl.constexpr):
+    """The e4m3 grid values (fp32) of silu(gate) * up / q_scale, as bi_mul_quantize_kernel
+    rounds them (silu rounded to the dtype, the product rounded to it, then quantized)."""
+    silu = _silu(_widen_to_fp32(gate))
+    if ROUND_SILU:     # torch stores silu(gate) before multiplying
+        silu = silu.to(gate.dtype).to(tl.float32)
+    product = (silu * _widen_to_fp32(up)).to(gate.dtype)
+    return quantize_to_e4m3_grid(product, q_scale, FP8_MAX)
 
 
 @triton.jit(do_not_specialize=["M"])
@@ -126,14 +146,18 @@ def norm_quantize_gemm_kernel(
     FP8_MAX: tl.constexpr,
     ROUND_NORMED: tl.constexpr,
     ONE_ROW: tl.constexpr = False,
+    SILU_PRODUCT: tl.constexpr = False,
 ):
     """`fp8_scaled_mm_swap_ab_kernel`'s parameters (a_desc is never read) plus the norm's:
     out = fp8_gemm(quantize(rms_norm(x + delta) * norm_weight, a_scale[segment])), and
-    sum = x + delta stored by the row tile's first column program. Single pass only.
-    ONE_ROW (M == 1, a batch-1 decode): only row 0 is normalised and rounded, as a 1-D row
-    broadcast into the tile's live row; the padding rows are zeros without arithmetic."""
-    tl.static_assert(SPLIT_K == 1)
-    tl.static_assert(not WRITE_PARTIALS)
+    sum = x + delta stored by the row tile's first column program. SILU_PRODUCT: the input is
+    instead quantize(silu(x) * delta) (x the gate rows, delta the up rows; no norm, no sum).
+    ONE_ROW (M == 1, a batch-1 decode): only row 0 is rounded, as a 1-D row broadcast into
+    the tile's live row; the padding rows are zeros without arithmetic. Single pass, or
+    split-K through the workspace with the fused fix-up (`fp8_tma_program`'s order).
+    ROUND_NORMED False (the positive control) skips the rounding the shipped producer does
+    before its weight (norm) or product (SiLU) multiply."""
+    tl.static_assert((SPLIT_K == 1) | WRITE_PARTIALS)
     pid_m, pid_n = grouped_tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
@@ -145,7 +169,10 @@ def norm_quantize_gemm_kernel(
     # Each row's 1/rms exactly as bi_rmsnorm_quantize_kernel computes it; rows past M keep 0
     # and quantize to zeros that are never stored.
     inv_rms = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    for r in range(off_m, tl.minimum(off_m + BLOCK_M, M)):
+    rows_to_norm = tl.minimum(off_m + BLOCK_M, M)
+    if SILU_PRODUCT:
+        rows_to_norm = off_m
+    for r in range(off_m, rows_to_norm):
         row_inv = rms_inverse_of(x_ptr + r * stride_xm, delta_ptr + r * stride_dm, K, eps,
                                  BLOCK_H, HAS_RESIDUAL)
         inv_rms = tl.where(offs_m == r, row_inv, inv_rms)
@@ -157,11 +184,28 @@ def norm_quantize_gemm_kernel(
     delta_rows = delta_ptr + offs_m[:, None] * stride_dm
     acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
     row0_inv = tl.sum(tl.where(offs_m == off_m, inv_rms, 0.0), axis=0)  # exact: one term
-    for k0 in range(0, K, BLOCK_K):
+    k_begin = 0
+    k_end = K
+    if WRITE_PARTIALS:
+        k_begin = tl.program_id(1) * K_CHUNK
+        k_end = tl.minimum(k_begin + K_CHUNK, K)
+    for k0 in range(k_begin, k_end, BLOCK_K):
         cols = k0 + offs_k
         col_exists = cols < K
-        weight_n = tl.load(norm_weight_ptr + cols, mask=col_exists, other=0.0).to(tl.float32)
-        if ONE_ROW:
+        if SILU_PRODUCT:
+            if ONE_ROW:
+                gate = tl.load(x_ptr + off_m * stride_xm + cols, mask=col_exists, other=0.0)
+                up = tl.load(delta_ptr + off_m * stride_dm + cols, mask=col_exists, other=0.0)
+                row = _silu_product_quantized(gate, up, q_scale, FP8_MAX, ROUND_NORMED)
+                act = tl.where((offs_m == off_m)[:, None], row[None, :], 0.0)
+            else:
+                in_rows = row_exists[:, None] & col_exists[None, :]
+                gate = tl.load(x_rows + cols[None, :], mask=in_rows, other=0.0)
+                up = tl.load(delta_rows + cols[None, :], mask=in_rows, other=0.0)
+                act = _silu_product_quantized(gate, up, q_scale, FP8_MAX, ROUND_NORMED)
+            act = act.to(tl.float8e4nv)
+        elif ONE_ROW:
+            weight_n = tl.load(norm_weight_ptr + cols, mask=col_exists, other=0.0).to(tl.float32)
             value = row_values(x_ptr + off_m * stride_xm, delta_ptr + off_m * stride_dm, cols,
                                col_exists, HAS_RESIDUAL)
             if HAS_RESIDUAL:
@@ -170,6 +214,7 @@ def norm_quantize_gemm_kernel(
             row = _normed_quantized(value, row0_inv, weight_n, q_scale, FP8_MAX, ROUND_NORMED)
             act = tl.where((offs_m == off_m)[:, None], row[None, :], 0.0).to(tl.float8e4nv)
         else:
+            weight_n = tl.load(norm_weight_ptr + cols, mask=col_exists, other=0.0).to(tl.float32)
             in_rows = row_exists[:, None] & col_exists[None, :]
             value = row_values(x_rows, delta_rows, cols[None, :], in_rows, HAS_RESIDUAL)
             if HAS_RESIDUAL:
@@ -180,33 +225,29 @@ def norm_quantize_gemm_kernel(
                                     FP8_MAX, ROUND_NORMED).to(tl.float8e4nv)
         weight = b_desc.load([off_n, k0])
         acc_t = tl.dot(weight, act.T, acc_t, max_num_imprecise_acc=PROMOTE_K)
-    store_scaled_tile(tl.trans(acc_t), out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m,
-                      offs_n, M, N, stride_om, stride_on, HAS_BIAS, SEG_END0, SEG_END1,
-                      SEGMENTS)
+    acc = tl.trans(acc_t)
+    if WRITE_PARTIALS:
+        partial_ptrs = partials_ptr + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
+        tl.store(partial_ptrs + tl.program_id(1) * stride_ps, acc,
+                 mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
+        if FUSED_FIXUP:
+            finish_split_k_tile(partial_ptrs, stride_ps, counters_ptr + tl.program_id(0), out_ptr,
+                                bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
+                                stride_om, stride_on, HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N,
+                                SEG_END0, SEG_END1, SEGMENTS)
+    else:
+        store_scaled_tile(acc, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M,
+                          N, stride_om, stride_on, HAS_BIAS, SEG_END0, SEG_END1, SEGMENTS)
 
 
-def norm_quantize_gemm(x, delta, norm_weight, eps: float, weight, a_scales, w_scales,
-                       segment_ends, config, *, summed=None, out_dtype=torch.bfloat16,
-                       round_normed: bool = True, options: dict | None = None):
-    """out (M, N) = the segmented FP8 GEMM of `weight` (N, K) on
-    quantize(rms_norm(x + delta) * norm_weight, a_scales[segment]), from one launch of
-    `norm_quantize_gemm_kernel` at `config` (a swapped single-pass decode tile); with delta,
-    x + delta is also stored to `summed` (allocated when None). Returns (out, summed): summed
-    is x itself without delta. `options` override the tile's launch options."""
+def _launch_fused(x, extra: dict, weight, a_scales, w_scales, segment_ends, config, *,
+                  out_dtype, options: dict | None):
+    """The segmented FP8 GEMM of `weight` (N, K) at `config` (a swapped decode tile), launched
+    as `norm_quantize_gemm_kernel` with `extra` (its prologue's arguments)."""
     m, k = x.shape
-    has_residual = delta is not None
-    if has_residual and summed is None:
-        summed = torch.empty_like(x)
     # The descriptor the GEMM's spec binds is built from this buffer; never read.
     unread = torch.empty(((len(segment_ends) + 1) * m, k), dtype=torch.float8_e4m3fn,
                          device=x.device)
-    delta_rows = delta if has_residual else x
-    summed_rows = summed if has_residual else x
-    extra = dict(x_ptr=x, delta_ptr=delta_rows, norm_weight_ptr=norm_weight,
-                 sum_ptr=summed_rows, stride_xm=x.stride(0), stride_dm=delta_rows.stride(0),
-                 stride_sm=summed_rows.stride(0), eps=eps, HAS_RESIDUAL=has_residual,
-                 BLOCK_H=RMSNORM_QUANTIZE_TILE["BLOCK_H"], FP8_MAX=FP8_E4M3_MAX,
-                 ROUND_NORMED=round_normed, ONE_ROW=m == 1)
     options = dict(options or {})
 
     def launcher(kernel, call, args, keywords):
@@ -216,15 +257,53 @@ def norm_quantize_gemm(x, delta, norm_weight, eps: float, weight, a_scales, w_sc
         return norm_quantize_gemm_kernel[call.grid](*args, **extra, **{**keywords, **options})
 
     out = torch.empty((m, weight.shape[0]), dtype=out_dtype, device=x.device)
-    launch_fp8_gemm(unread, weight.t(), a_scales, w_scales, None, out, config,
-                    segment_ends=tuple(segment_ends), launcher=launcher)
+    return launch_fp8_gemm(unread, weight.t(), a_scales, w_scales, None, out, config,
+                           segment_ends=tuple(segment_ends), launcher=launcher)
+
+
+def norm_quantize_gemm(x, delta, norm_weight, eps: float, weight, a_scales, w_scales,
+                       segment_ends, config, *, summed=None, out_dtype=torch.bfloat16,
+                       round_normed: bool = True, options: dict | None = None):
+    """out (M, N) = the segmented FP8 GEMM of `weight` (N, K) on
+    quantize(rms_norm(x + delta) * norm_weight, a_scales[segment]), from one launch; with
+    delta, x + delta is also stored to `summed` (allocated when None). Returns (out, summed):
+    summed is x itself without delta. `options` override the tile's launch options."""
+    has_residual = delta is not None
+    if has_residual and summed is None:
+        summed = torch.empty_like(x)
+    delta_rows = delta if has_residual else x
+    summed_rows = summed if has_residual else x
+    extra = dict(x_ptr=x, delta_ptr=delta_rows, norm_weight_ptr=norm_weight,
+                 sum_ptr=summed_rows, stride_xm=x.stride(0), stride_dm=delta_rows.stride(0),
+                 stride_sm=summed_rows.stride(0), eps=eps, HAS_RESIDUAL=has_residual,
+                 BLOCK_H=RMSNORM_QUANTIZE_TILE["BLOCK_H"], FP8_MAX=FP8_E4M3_MAX,
+                 ROUND_NORMED=round_normed, ONE_ROW=x.shape[0] == 1)
+    out = _launch_fused(x, extra, weight, a_scales, w_scales, segment_ends, config,
+                        out_dtype=out_dtype, options=options)
     return out, (summed if has_residual else x)
 
 
+def silu_mul_quantize_gemm(gate, up, weight, a_scale, w_scale, config, *,
+                           out_dtype=torch.bfloat16, round_silu: bool = True,
+                           options: dict | None = None):
+    """out (M, N) = fp8_gemm(quantize(silu(gate) * up, a_scale)) for gate and up (M, K) rows
+    of one dtype (the two halves of a gate|up output), from one launch. Launched, as
+    `bi_mul_quantize_kernel` is, with libdevice's exp without its flush-to-zero variant."""
+    extra = dict(x_ptr=gate, delta_ptr=up, norm_weight_ptr=gate, sum_ptr=gate,
+                 stride_xm=gate.stride(0), stride_dm=up.stride(0), stride_sm=gate.stride(0),
+                 eps=0.0, HAS_RESIDUAL=False, BLOCK_H=RMSNORM_QUANTIZE_TILE["BLOCK_H"],
+                 FP8_MAX=FP8_E4M3_MAX, ROUND_NORMED=round_silu, ONE_ROW=gate.shape[0] == 1,
+                 SILU_PRODUCT=True)
+    return _launch_fused(gate, extra, weight, a_scale, w_scale, (), config,
+                         out_dtype=out_dtype,
+                         options={"enable_reflect_ftz": False, **(options or {})})
+
+
 def fuses(config) -> bool:
-    """Whether `norm_quantize_gemm` can run at this launch config: the swapped decode tile,
-    single pass (no split-K workspace)."""
-    return bool(config.swap_ab and config.use_tma and config.split_k == 1)
+    """Whether the fused launches can run at this launch config: the swapped decode tile,
+    single pass or split-K with the fused fix-up."""
+    return bool(config.swap_ab and config.use_tma
+                and (config.split_k == 1 or (config.use_workspace and config.fused_fixup)))
 
 
 class Cell:
@@ -276,6 +355,31 @@ class Cell:
         return self.fused(round_normed=arm != CONTROL)
 
 
+class GatedCell(Cell):
+    """The down projection's input: silu(gate) * up of M rows (the two halves of a gate|up
+    output, rows strided by 2K), quantized with one input scale, times a (N, K) FP8 weight."""
+
+    def __init__(self, segments, k: int, m: int, device, seed: int = 0,
+                 fused_options: dict | None = None):
+        super().__init__(segments, k, m, device, seed, fused_options)
+        g = torch.Generator().manual_seed(seed + 1)
+        self.gate_up = torch.randn(m, 2 * k, generator=g).to(torch.bfloat16).to(device)
+        self.gate, self.up = self.gate_up[:, :k], self.gate_up[:, k:]
+
+    def shipped(self):
+        q = silu_mul_quantized(self.gate, self.up, self.scale_views[0])
+        return self._gemm(q), self.gate_up
+
+    def fused(self, round_normed: bool = True):
+        out = silu_mul_quantize_gemm(self.gate, self.up, self.weight, self.a_scales,
+                                     self.w_scales, self.config, round_silu=round_normed,
+                                     options=self.fused_options)
+        return out, self.gate_up
+
+
+CELLS = {"norm": Cell, "silu": GatedCell}
+
+
 def compare_arms(cell: Cell, arms) -> dict[str, dict]:
     """Per arm: whether its output and residual sum equal the shipped arm's (torch.equal),
     and how many output elements differ."""
@@ -319,9 +423,9 @@ def main(argv=None) -> int:
         parser.error("--device cuda: no CUDA device here (use --device cpu for the bit check)")
     ms = args.ms or ([1, 4, 16] if gpu else [1, 3])
     cells = []
-    for shape, segments, k in (QWEN3_8B if gpu else CPU_SHAPES):
+    for shape, segments, k, producer in (QWEN3_8B if gpu else CPU_SHAPES):
         for m in ms:
-            cell = Cell(segments, k, m, args.device, fused_options=fused_options)
+            cell = CELLS[producer](segments, k, m, args.device, fused_options=fused_options)
             rows = compare_arms(cell, ARMS)
             for arm in ARMS:
                 if gpu and arm != CONTROL:

@@ -1,5 +1,5 @@
 """tools/fused_decode_sweep.py: a decode step whose stacked projections normalise their own
-input (the fused norm + GEMM prototype) generates the shipped det mode's ids and logprobs bit
+input (the fused norm + GEMM prototype, and the down projection its SiLU product) generates the shipped det mode's ids and logprobs bit
 for bit, the fused path provably ran, and the comparison flags a changed rounding.
 
 On the CPU (Triton's interpreter, `synthetic:tiny-wide`, whose q/k/v and gate/up are stacked)
@@ -42,10 +42,10 @@ def generations(sweep, kernel_device):
     return result
 
 
-def test_the_fused_arm_fused_every_decode_steps_groups(generations):
-    # two layers, two stacked groups each, TOKENS - 1 decode steps (the first token comes
-    # from the prefill, which runs the shipped ops)
-    assert generations["fused-all"][1] == 2 * 2 * (TOKENS - 1)
+def test_the_fused_arm_fused_every_decode_steps_producers(generations):
+    # two layers, each with two stacked groups and the down projection, TOKENS - 1 decode
+    # steps (the first token comes from the prefill, which runs the shipped ops)
+    assert generations["fused-all"][1] == 2 * 3 * (TOKENS - 1)
 
 
 def test_the_fused_arm_generates_the_shipped_bits(generations):

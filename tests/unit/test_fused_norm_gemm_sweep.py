@@ -1,5 +1,6 @@
-"""tools/fused_norm_gemm_sweep.py: its fused norm + quantize + decode GEMM gives the shipped
-two-launch bits (output and residual sum), and its comparison can see a changed rounding.
+"""tools/fused_norm_gemm_sweep.py: its fused producer + decode GEMM (the norm before q/k/v and
+gate/up, the SiLU product before down, split-K included) gives the shipped two-launch bits
+(output and residual sum), and its comparison can see a changed rounding.
 
 The sweep times the arms on a GPU; on the CPU (Triton's interpreter, the SM90 table's
 swapped decode tile) it runs the same launches at small shapes with the same segment
@@ -22,12 +23,13 @@ def sweep():
     return module
 
 
-@pytest.fixture(scope="module", params=[("qkv", 1), ("qkv", 3), ("gate_up", 1), ("gate_up", 3)],
+@pytest.fixture(scope="module", params=[("qkv", 1), ("qkv", 3), ("gate_up", 1), ("gate_up", 3),
+                                        ("down", 1), ("down", 3)],
                 ids=lambda p: f"{p[0]}-m{p[1]}")
 def comparison(request, sweep, kernel_device):
     name, m = request.param
-    _name, segments, k = next(s for s in sweep.CPU_SHAPES if s[0] == name)
-    cell = sweep.Cell(segments, k, m, kernel_device)
+    _name, segments, k, producer = next(s for s in sweep.CPU_SHAPES if s[0] == name)
+    cell = sweep.CELLS[producer](segments, k, m, kernel_device)
     result = sweep.compare_arms(cell, sweep.ARMS)
     print({arm: row["differing_elements"] for arm, row in result.items()})
     return result

@@ -6,7 +6,9 @@ every kernel boundary of a batch-1 step costing latency, not bandwidth: the 72 l
 each waits for them. The candidate measured here removes those launches: the decode GEMM's
 programs compute the residual add, the RMSNorm and the quantization of their activation
 tile themselves, from the bf16 rows, in the K loop that feeds the MMA
-(`norm_quantize_gemm_kernel` below).
+(`norm_quantize_gemm_kernel` below). With SILU_PRODUCT the same kernel takes the down
+projection's producer instead, `bi_mul_quantize_kernel`'s silu(gate) * up quantization
+(elementwise: `_silu_product_quantized`), through a split-K workspace where the table splits.
 
 Why it can keep the bits (the sweep checks it, torch.equal per cell):
 
@@ -21,14 +23,16 @@ Why it can keep the bits (the sweep checks it, torch.equal per cell):
   `store_scaled_tile`.
 
 Arms, per shape (Qwen3-8B's stacked qkv and gate_up, K = 4096, with their ModelOpt segments
-and one input scale each) and M (decode batch sizes):
+and one input scale each; its down projection, 4096 x 12288, split 2) and M (decode batch
+sizes):
 
-- shipped: `add_rms_norm_quantized_stacked` (one launch) then the segmented FP8 GEMM as the
-  shipped table launches it (PDL where the tile has it)
+- shipped: `add_rms_norm_quantized_stacked` (or `silu_mul_quantized` before down), one launch,
+  then the FP8 GEMM as the shipped table launches it (PDL where the tile has it)
 - fused:   `norm_quantize_gemm_kernel` alone, at the shipped tile (at M = 1 rounding only the
            live row, ONE_ROW)
 - control-unrounded: the fused kernel multiplying by the norm weight before rounding the
-  normalised value to bf16 (transformers rounds first): the comparison must flag it
+  normalised value to bf16 (transformers rounds first), or by up before rounding silu(gate):
+  the comparison must flag it
 
 Per arm and cell: the time per call in a CUDA Graph (L2 warm; `bench.timing.graph_median_us`)
 and whether the output (and the stored residual sum) equals the shipped arm's. On a CPU
@@ -38,7 +42,8 @@ runs that.
 Measured (H200, 2026-12-04, docs/evidence/h200-2026-12-04-i-fused-norm-sweep/): the fused arm
 kept the bits in every cell. Rounding all 16 tile rows in every program it lost 10x; rounding
 only the live row at M = 1 (ONE_ROW) it wins on gate_up (29.60 -> 27.60 us) and loses on qkv
-(9.79 -> 12.11 us), where one partial wave of programs cannot hide the prologue.
+(9.79 -> 12.11 us), where one partial wave of programs cannot hide the prologue. The down
+cell has not run on a GPU yet.
 
 Developer tool: writes fused_norm_gemm.json and fused_norm_gemm.md into OUT_DIR.
     python tools/fused_norm_gemm_sweep.py OUT_DIR [--ms 1,4,16] [--fused-stages N]

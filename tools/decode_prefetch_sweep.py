@@ -156,15 +156,10 @@ def main(argv) -> int:
                                     if t.prefetch_k}),
                    "cells": []}
             for prefix in (int(v) for v in args.prefix.split(",")):
-                prompt = helpers._prompt(prefix, vocab)
-                helpers._step_ms(engine, prompt, 4)
-                steps = sorted(helpers._step_ms(engine, prompt, args.tokens) for _ in range(3))
-                helpers._set_context(engine, prefix)
-                replays = sorted(helpers._replay_ms(engine) for _ in range(3))
-                row["cells"].append({"prefix": prefix, "step_ms": steps[1],
-                                     "replay_ms": replays[1]})
-                print(f"{arm}: prefix {prefix}: step {steps[1]:.3f} ms, replay "
-                      f"{replays[1]:.3f} ms, same bits {row['same_bits_as_shipped']} "
+                cell = helpers.decode_cell(engine, prefix, vocab, args.tokens)
+                row["cells"].append(cell)
+                print(f"{arm}: prefix {prefix}: step {cell['step_ms']:.3f} ms, replay "
+                      f"{cell['replay_ms']:.3f} ms, same bits {row['same_bits_as_shipped']} "
                       f"[{time.time() - t0:.0f}s]", flush=True)
             result["arms"].append(row)
             # Written after every arm: a run cut short (a device call's time limit) keeps

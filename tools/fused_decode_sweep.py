@@ -162,11 +162,6 @@ def sm90_tables():
         linear_ops._device_policy = real
 
 
-def _prompt(prefix: int, vocab: int) -> tuple[int, ...]:
-    g = torch.Generator().manual_seed(prefix)
-    return tuple(torch.randint(0, vocab, (prefix,), generator=g).tolist())
-
-
 def generation(engine: Engine, prompt, tokens: int = CHECK_TOKENS) -> dict:
     """A greedy generation's ids and logprobs (as hex: bit for bit)."""
     engine.flush_cache()
@@ -225,10 +220,10 @@ def main(argv=None) -> int:
         parser.error("--device cuda: no CUDA device here (use --device cpu for the bit check)")
     model = args.model or ("synthetic:qwen3-8b?seed=0" if gpu else "synthetic:tiny-wide?seed=0")
     prototype = _sibling("fused_norm_gemm_sweep")
-    profile = _sibling("profile_decode") if gpu else None
+    profile = _sibling("profile_decode")
     t0 = time.time()
     ckpt = load_model(model, device=args.device)
-    prompt = _prompt(40 if not gpu else 200, ckpt.config.vocab_size)
+    prompt = profile._prompt(40 if not gpu else 200, ckpt.config.vocab_size)
     result = {"kind": "fused-decode-sweep", "model": model,
               "device": torch.cuda.get_device_name() if gpu else "cpu (Triton interpreter)",
               "torch": torch.__version__, "arms": []}
@@ -243,14 +238,8 @@ def main(argv=None) -> int:
                    "ran_fused": fused > 0 or arm == "shipped", "equal": gen == reference,
                    "cells": []}
             if gpu and arm != CONTROL:
-                for prefix in args.prefix:
-                    p = profile._prompt(prefix, ckpt.config.vocab_size)
-                    profile._step_ms(engine, p, 4)
-                    steps = sorted(profile._step_ms(engine, p, args.tokens) for _ in range(3))
-                    profile._set_context(engine, prefix)
-                    replays = sorted(profile._replay_ms(engine) for _ in range(3))
-                    row["cells"].append({"prefix": prefix, "step_ms": steps[1],
-                                         "replay_ms": replays[1]})
+                row["cells"] = [profile.decode_cell(engine, prefix, ckpt.config.vocab_size,
+                                                    args.tokens) for prefix in args.prefix]
             print(f"{arm}: {'same bits' if row['equal'] else 'DIFFERENT bits'}, "
                   f"{fused} fused launches"
                   + "".join(f"; prefix {c['prefix']} replay {c['replay_ms']:.3f} ms"

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import collections
-import json
 import os
 import sys
 import time
@@ -37,6 +36,7 @@ import torch
 from det_suite.backends.interface import Request
 from det_suite.engine import Engine
 from det_suite.models.spec import load_model
+from det_suite.reports.files import write_json_atomic
 
 REPLAYS = 50
 
@@ -83,6 +83,17 @@ def _replay_ms(engine: Engine) -> float:
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) / REPLAYS
+
+
+def decode_cell(engine: Engine, prefix: int, vocab: int, tokens: int) -> dict:
+    """A batch-1 decode step at `prefix` cached tokens: the host-timed step and the graph
+    replay, medians of three after a warm-up; the batch-1 graph is left pointing at it."""
+    prompt = _prompt(prefix, vocab)
+    _step_ms(engine, prompt, 4)                   # warm
+    steps = sorted(_step_ms(engine, prompt, tokens) for _ in range(3))
+    _set_context(engine, prefix)
+    replays = sorted(_replay_ms(engine) for _ in range(3))
+    return {"prefix": prefix, "step_ms": steps[1], "replay_ms": replays[1]}
 
 
 def _kernel_table(engine: Engine, steps: int = 10) -> dict:
@@ -146,14 +157,9 @@ def main(argv) -> int:
               "gpu": torch.cuda.get_device_name(),
               "torch": torch.__version__, "cells": []}
     for prefix in (int(v) for v in args.prefix.split(",")):
-        prompt = _prompt(prefix, vocab)
-        _step_ms(engine, prompt, 4)                   # warm
-        steps = sorted(_step_ms(engine, prompt, args.tokens) for _ in range(3))
-        _set_context(engine, prefix)
-        replay = sorted(_replay_ms(engine) for _ in range(3))
+        cell = decode_cell(engine, prefix, vocab, args.tokens)
         table = _kernel_table(engine)
-        cell = {"prefix": prefix, "step_ms": steps[1], "replay_ms": replay[1],
-                "host_ms": steps[1] - replay[1], **table}
+        cell.update(host_ms=cell["step_ms"] - cell["replay_ms"], **table)
         result["cells"].append(cell)
         print(f"prefix {prefix}: step {cell['step_ms']:.3f} ms, replay {cell['replay_ms']:.3f} "
               f"ms, host {cell['host_ms']:.3f} ms, {table['launches_per_step']:.0f} launches, "
@@ -162,7 +168,7 @@ def main(argv) -> int:
         for row in table["kernels"][:25]:
             print(f"  {row['us_per_step']:9.1f} us {row['calls_per_step']:6.1f}x "
                   f"{row['share'] * 100:5.1f}%  {row['kernel']}", flush=True)
-    (out / f"profile_decode_{args.mode}.json").write_text(json.dumps(result, indent=1))
+    write_json_atomic(out / f"profile_decode_{args.mode}.json", result)
     return 0
 
 

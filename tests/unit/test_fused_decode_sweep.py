@@ -32,7 +32,7 @@ def generations(sweep, kernel_device):
 
     ckpt = load_model("synthetic:tiny-wide?seed=0", device=kernel_device)
     prototype = sweep._sibling("fused_norm_gemm_sweep")
-    prompt = sweep._prompt(20, ckpt.config.vocab_size)
+    prompt = sweep._sibling("profile_decode")._prompt(20, ckpt.config.vocab_size)
     result = {}
     with sweep.sm90_tables():
         for arm in ("shipped", "fused-all", sweep.CONTROL):

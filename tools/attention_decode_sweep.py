@@ -149,10 +149,10 @@ def _time(call: DecodeCall, arm: str) -> dict[str, float]:
 
 
 def _positive(text: str) -> int:
-    (value,) = int_list(text) if "," not in text else (None,)
-    if value is None:
+    values = int_list(text)
+    if len(values) != 1:
         raise argparse.ArgumentTypeError(f"expected one integer >= 1; got {text!r}")
-    return value
+    return values[0]
 
 
 def _arms(text: str) -> list[str]:

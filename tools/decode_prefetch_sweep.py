@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import gc
-import importlib.util
 import os
 import sys
 import time
@@ -42,6 +41,7 @@ import torch
 
 from det_suite.backends.interface import Request
 from det_suite.bench.e2e.boot import weight_bytes
+from det_suite.bench.sweep_cli import load_tool
 from det_suite.bench.timing import copy_bandwidth
 from det_suite.engine import Engine
 from det_suite.models.spec import load_model
@@ -59,11 +59,7 @@ ARMS = (*TABLE_ARMS, f"shipped{EARLY}", f"pf-single-wave{EARLY}", f"pf-all-decod
 
 
 def _profile_helpers():
-    spec = importlib.util.spec_from_file_location(
-        "profile_decode", Path(__file__).with_name("profile_decode.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool(Path(__file__).with_name("profile_decode.py"))
 
 
 def _whole_chunk(entry, tile) -> int:

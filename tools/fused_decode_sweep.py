@@ -34,13 +34,13 @@ from __future__ import annotations
 import argparse
 import contextlib
 import gc
-import importlib.util
 import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from det_suite.bench.sweep_cli import control_verdict, cpu_requested, finish, int_list
+from det_suite.bench.sweep_cli import (control_verdict, cpu_requested, finish, int_list,
+                                       load_tool)
 
 if __name__ == "__main__" and cpu_requested(sys.argv[1:]):
     # The interpreter must be chosen before Triton is imported (platform/interpreter.py).
@@ -68,11 +68,10 @@ ARM_FUSES = {"shipped": ((), True), "fused-gate-up": ((2,), True), "fused-down":
 CHECK_TOKENS = 16
 
 
-def _sibling(name: str):
-    spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name(f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def sibling(name: str):
+    """tools/<name>.py as a module: the prototype (fused_norm_gemm_sweep), the step timing
+    (profile_decode)."""
+    return load_tool(Path(__file__).with_name(f"{name}.py"))
 
 
 @dataclass(frozen=True)
@@ -82,18 +81,21 @@ class PendingProduct:
 
     gate: torch.Tensor
     up: torch.Tensor
+    config: object          # the down projection's launch config at one row
 
 
 @dataclass(frozen=True)
 class PendingNorm:
     """A stacked group's input whose norm runs inside its GEMM: x (1, K), delta (or None),
-    the norm's weight and eps, and the residual sum buffer the GEMM writes."""
+    the norm's weight and eps, the residual sum buffer the GEMM writes (x without delta) and
+    the group's launch config at one row."""
 
     x: torch.Tensor
     delta: torch.Tensor | None
     weight: torch.Tensor
     eps: float
     summed: torch.Tensor
+    config: object
 
 
 def fused_opset(arm: str, prototype) -> tuple:
@@ -112,28 +114,28 @@ def fused_opset(arm: str, prototype) -> tuple:
         return linear_ops.device_policy(linear.weight.device).select(rows, n, k)
 
     def norm_for_group(x, delta, weight, eps, group):
-        if (len(group.members) in groups and x.dim() == 2 and x.shape[0] == 1
-                and prototype.fuses(config_for(1, group))):
-            summed = torch.empty_like(x) if delta is not None else x
-            return summed, PendingNorm(x, delta, weight, eps, summed)
+        if len(group.members) in groups and x.dim() == 2 and x.shape[0] == 1:
+            config = config_for(1, group)
+            if prototype.fuses(config):
+                summed = torch.empty_like(x) if delta is not None else x
+                return summed, PendingNorm(x, delta, weight, eps, summed, config)
         return det.norm_for_group(x, delta, weight, eps, group)
 
     def group_linear(inputs, group, dtype):
         if not isinstance(inputs, PendingNorm):
             return det.group_linear(inputs, group, dtype)
-        ends = tuple(int(e) for e in torch.tensor(group.widths).cumsum(0)[:-1])
         launches["fused"] += 1
         out, _summed = prototype.norm_quantize_gemm(
             inputs.x, inputs.delta, inputs.weight, inputs.eps, group.weight,
-            group.input_scales, group.weight_scales, ends, config_for(1, group),
-            summed=inputs.summed if inputs.delta is not None else None, out_dtype=dtype,
-            round_normed=round_normed)
+            group.input_scales, group.weight_scales, prototype.segment_ends(group.widths),
+            inputs.config, summed=inputs.summed, out_dtype=dtype, round_normed=round_normed)
         return out.split(group.widths, dim=-1)
 
     def gated_for_linear(gate, up, lin):
-        if (DOWN in groups and gate.dim() == 2 and gate.shape[0] == 1 and lin.bias is None
-                and prototype.fuses(config_for(1, lin))):
-            return PendingProduct(gate, up)
+        if DOWN in groups and gate.dim() == 2 and gate.shape[0] == 1 and lin.bias is None:
+            config = config_for(1, lin)
+            if prototype.fuses(config):
+                return PendingProduct(gate, up, config)
         return det.gated_for_linear(gate, up, lin)
 
     def fp8_linear(x, lin):
@@ -141,7 +143,7 @@ def fused_opset(arm: str, prototype) -> tuple:
             return det.fp8_linear(x, lin)
         launches["fused"] += 1
         return prototype.silu_mul_quantize_gemm(
-            x.gate, x.up, lin.weight, lin.input_scale, lin.weight_scale, config_for(1, lin),
+            x.gate, x.up, lin.weight, lin.input_scale, lin.weight_scale, x.config,
             out_dtype=x.gate.dtype, round_silu=round_normed)
 
     return replace(det, name=f"det-{arm}", norm_for_group=norm_for_group,
@@ -219,8 +221,8 @@ def main(argv=None) -> int:
     if gpu and not torch.cuda.is_available():
         parser.error("--device cuda: no CUDA device here (use --device cpu for the bit check)")
     model = args.model or ("synthetic:qwen3-8b?seed=0" if gpu else "synthetic:tiny-wide?seed=0")
-    prototype = _sibling("fused_norm_gemm_sweep")
-    profile = _sibling("profile_decode")
+    prototype = sibling("fused_norm_gemm_sweep")
+    profile = sibling("profile_decode")
     t0 = time.time()
     ckpt = load_model(model, device=args.device)
     prompt = profile._prompt(40 if not gpu else 200, ckpt.config.vocab_size)

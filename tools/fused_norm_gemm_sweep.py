@@ -55,6 +55,7 @@ spec, the model's norm-then-linear path) with an H200 evidence run: all result d
 from __future__ import annotations
 
 import argparse
+import itertools
 import sys
 from pathlib import Path
 
@@ -87,7 +88,6 @@ from det_suite.ops.quantized_inputs import (  # noqa: E402
 from det_suite.policy import shipped_policy  # noqa: E402
 
 GEMM_KERNEL = "fp8_scaled_mm_swap_ab_kernel"
-# (name, segment widths, K): Qwen3-8B's stacked projections that follow a norm.
 # (name, column segments, K, producer): a norm before q/k/v and gate/up, the SiLU product
 # before down.
 QWEN3_8B = (("qkv", (4096, 1024, 1024), 4096, "norm"),
@@ -304,6 +304,11 @@ def silu_mul_quantize_gemm(gate, up, weight, a_scale, w_scale, config, *,
                          options={"enable_reflect_ftz": False, **(options or {})})
 
 
+def segment_ends(widths) -> tuple[int, ...]:
+    """Where each column segment but the last ends (`fp8_scaled_mm_segmented`'s ends)."""
+    return tuple(itertools.accumulate(widths))[:-1]
+
+
 def fuses(config) -> bool:
     """Whether the fused launches can run at this launch config: the swapped decode tile,
     single pass or split-K with the fused fix-up."""
@@ -312,9 +317,10 @@ def fuses(config) -> bool:
 
 
 class Cell:
-    """One norm-then-linear of a decode step: M rows of x and delta (bf16, K), the norm's
-    weight, a stacked FP8 weight (N, K) with `segments` column widths, one input and one
-    weight scale per segment."""
+    """One producer-then-linear of a decode step: a FP8 weight (N, K) with `segments` column
+    widths, one input and one weight scale per segment, the table's launch config at M rows.
+    Subclasses draw the producer's inputs (`_inputs`, first, from the cell's generator) and
+    make its two launches."""
 
     def __init__(self, segments, k: int, m: int, device, seed: int = 0,
                  fused_options: dict | None = None):
@@ -322,27 +328,51 @@ class Cell:
         n = sum(segments)
         self.segments, self.m, self.k, self.n = tuple(segments), m, k, n
         self.fused_options = dict(fused_options or {})
-        self.x = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
-        self.delta = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
-        self.norm_weight = (1 + 0.1 * torch.randn(k, generator=g)).to(torch.bfloat16).to(device)
+        self._inputs(g, seed, device)
         self.weight = (torch.randn(n, k, generator=g) * 0.5).to(torch.float8_e4m3fn).to(device)
         s = len(segments)
         self.a_scales = (0.02 + 0.01 * torch.rand(s, generator=g)).to(device)
         self.w_scales = (0.01 + 0.01 * torch.rand(s, generator=g)).to(device)
         # One view per scale, kept: the ops validate a scale tensor once, before capture.
         self.scale_views = list(self.a_scales.unbind(0))
-        self.ends = tuple(int(e) for e in torch.tensor(segments).cumsum(0)[:-1])
+        self.ends = segment_ends(segments)
         # The device's table on a GPU; on the CPU the SM90 one, whose decode tiles are the
         # swapped TMA kernel this prototype extends.
         device = torch.device(device)
         table = None if device.type == "cuda" else shipped_policy("sm90")
         self.config = device_policy(device, table).select(m, n, k)
 
-    def _gemm(self, a, launcher=None):
-        out = torch.empty((self.m, self.n), dtype=torch.bfloat16, device=self.x.device)
-        kwargs = {} if launcher is None else {"launcher": launcher}
+    def _gemm(self, a):
+        out = torch.empty((self.m, self.n), dtype=torch.bfloat16, device=self.weight.device)
         return launch_fp8_gemm(a, self.weight.t(), self.a_scales, self.w_scales, None, out,
-                               self.config, segment_ends=self.ends, **kwargs)
+                               self.config, segment_ends=self.ends)
+
+    def _inputs(self, g, seed: int, device) -> None:
+        raise NotImplementedError
+
+    def shipped(self):
+        """(output, the second tensor the comparison checks) of the two shipped launches."""
+        raise NotImplementedError
+
+    def fused(self, round_normed: bool = True):
+        """The same pair from the one fused launch."""
+        raise NotImplementedError
+
+    def run(self, arm: str):
+        if arm == "shipped":
+            return self.shipped()
+        return self.fused(round_normed=arm != CONTROL)
+
+
+class NormCell(Cell):
+    """A norm before q/k/v or gate/up: M rows of x and delta (bf16, K), the norm's weight;
+    the second tensor compared is the stored residual sum x + delta."""
+
+    def _inputs(self, g, seed: int, device) -> None:
+        m, k = self.m, self.k
+        self.x = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
+        self.delta = torch.randn(m, k, generator=g).to(torch.bfloat16).to(device)
+        self.norm_weight = (1 + 0.1 * torch.randn(k, generator=g)).to(torch.bfloat16).to(device)
 
     def shipped(self):
         summed, stacked = add_rms_norm_quantized_stacked(
@@ -354,21 +384,16 @@ class Cell:
                                   self.a_scales, self.w_scales, self.ends, self.config,
                                   round_normed=round_normed, options=self.fused_options)
 
-    def run(self, arm: str):
-        if arm == "shipped":
-            return self.shipped()
-        return self.fused(round_normed=arm != CONTROL)
-
 
 class GatedCell(Cell):
     """The down projection's input: silu(gate) * up of M rows (the two halves of a gate|up
-    output, rows strided by 2K), quantized with one input scale, times a (N, K) FP8 weight."""
+    output, rows strided by 2K), quantized with one input scale; the second tensor compared
+    is the gate|up rows, which neither launch may write."""
 
-    def __init__(self, segments, k: int, m: int, device, seed: int = 0,
-                 fused_options: dict | None = None):
-        super().__init__(segments, k, m, device, seed, fused_options)
-        g = torch.Generator().manual_seed(seed + 1)
-        self.gate_up = torch.randn(m, 2 * k, generator=g).to(torch.bfloat16).to(device)
+    def _inputs(self, g, seed: int, device) -> None:
+        m, k = self.m, self.k
+        own = torch.Generator().manual_seed(seed + 1)
+        self.gate_up = torch.randn(m, 2 * k, generator=own).to(torch.bfloat16).to(device)
         self.gate, self.up = self.gate_up[:, :k], self.gate_up[:, k:]
 
     def shipped(self):
@@ -382,7 +407,7 @@ class GatedCell(Cell):
         return out, self.gate_up
 
 
-CELLS = {"norm": Cell, "silu": GatedCell}
+CELLS = {"norm": NormCell, "silu": GatedCell}
 
 
 def compare_arms(cell: Cell, arms) -> dict[str, dict]:

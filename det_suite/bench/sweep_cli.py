@@ -1,5 +1,5 @@
-"""What the kernel sweep tools (`tools/*_sweep.py`) share: the CPU switch they read before
-Triton is imported, their integer-list options, and how a sweep ends (its JSON and Markdown
+"""What the kernel sweep tools (`tools/*_sweep.py`) share: loading a sibling tool, the CPU
+switch they read before Triton is imported, their integer-list options, and how a sweep ends (its JSON and Markdown
 written atomically, a verdict from its bit checks and positive control).
 
 A sweep compares candidate launches of a kernel with the shipped one bit for bit and times
@@ -11,7 +11,19 @@ before torch or Triton is imported.
 from __future__ import annotations
 
 import argparse
+import importlib.util
+import sys
 from pathlib import Path
+
+
+def load_tool(path: Path):
+    """The tool script at `path` as a module (tools/ is no package): registered in
+    sys.modules under its file name first, as its dataclasses need."""
+    spec = importlib.util.spec_from_file_location(f"det_suite_tool_{Path(path).stem}", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def cpu_requested(argv) -> bool:

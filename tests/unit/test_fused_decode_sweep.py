@@ -6,11 +6,11 @@ On the CPU (Triton's interpreter, `synthetic:tiny-wide`, whose q/k/v and gate/up
 with the SM90 tables, so the decode GEMMs are the swapped tile the prototype extends.
 """
 
-import importlib.util
-import sys
 from pathlib import Path
 
 import pytest
+
+from det_suite.bench.sweep_cli import load_tool
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "fused_decode_sweep.py"
 TOKENS = 4
@@ -18,11 +18,7 @@ TOKENS = 4
 
 @pytest.fixture(scope="module")
 def sweep():
-    spec = importlib.util.spec_from_file_location("det_suite_fused_decode_sweep", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module   # its dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    return load_tool(TOOL)
 
 
 @pytest.fixture(scope="module")
@@ -31,8 +27,8 @@ def generations(sweep, kernel_device):
     from det_suite.models.spec import load_model
 
     ckpt = load_model("synthetic:tiny-wide?seed=0", device=kernel_device)
-    prototype = sweep._sibling("fused_norm_gemm_sweep")
-    prompt = sweep._sibling("profile_decode")._prompt(20, ckpt.config.vocab_size)
+    prototype = sweep.sibling("fused_norm_gemm_sweep")
+    prompt = sweep.sibling("profile_decode")._prompt(20, ckpt.config.vocab_size)
     result = {}
     with sweep.sm90_tables():
         for arm in ("shipped", "fused-all", sweep.CONTROL):

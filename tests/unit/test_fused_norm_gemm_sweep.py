@@ -7,20 +7,18 @@ swapped decode tile) it runs the same launches at small shapes with the same seg
 structure, so what can be checked here is the bits.
 """
 
-import importlib.util
 from pathlib import Path
 
 import pytest
+
+from det_suite.bench.sweep_cli import load_tool
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "fused_norm_gemm_sweep.py"
 
 
 @pytest.fixture(scope="module")
 def sweep():
-    spec = importlib.util.spec_from_file_location("det_suite_fused_norm_gemm_sweep", TOOL)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_tool(TOOL)
 
 
 @pytest.fixture(scope="module", params=[("qkv", 1), ("qkv", 3), ("gate_up", 1), ("gate_up", 3),

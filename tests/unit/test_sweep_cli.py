@@ -1,13 +1,15 @@
-"""det_suite.bench.sweep_cli: what the kernel sweep tools share. The CPU switch they read
-before Triton is imported, their integer-list option, and how a sweep ends: both files
+"""det_suite.bench.sweep_cli: what the kernel sweep tools share. Loading a sibling tool, the
+CPU switch they read before Triton is imported, their integer-list option, and how a sweep ends: both files
 written, exit 0 only when the control was flagged and the candidates kept the bits."""
 
 import argparse
 import json
+import sys
 
 import pytest
 
-from det_suite.bench.sweep_cli import control_verdict, cpu_requested, finish, int_list, same_bits
+from det_suite.bench.sweep_cli import (control_verdict, cpu_requested, finish, int_list,
+                                       load_tool, same_bits)
 
 
 @pytest.mark.parametrize("argv, wanted", [
@@ -60,3 +62,11 @@ def test_a_bit_check_reads_as_a_table_cell(row, cell):
 def test_a_missed_control_is_called_untrustworthy():
     assert "did in every cell" in control_verdict("c", True)
     assert "not to be trusted" in control_verdict("c", False)
+
+
+def test_a_tool_loads_as_a_registered_module(tmp_path):
+    tool = tmp_path / "tiny_tool.py"
+    tool.write_text("from dataclasses import dataclass\n\n\n@dataclass\nclass Row:\n    x: int\n")
+    module = load_tool(tool)
+    assert module.Row(3).x == 3    # a dataclass needs its module in sys.modules
+    assert sys.modules[module.__name__] is module

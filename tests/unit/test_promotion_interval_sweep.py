@@ -1,0 +1,92 @@
+"""tools/promotion_interval_sweep.py: its hand-promoted GEMM gives the shipped bits at the
+shipped interval, keeps one schedule per interval across M and tiles (swapped, plain, split-K
+through the workspace, persistent, warp-specialised), and its comparison sees a changed
+interval.
+
+The sweep times the arms and measures their error on a GPU; here (Triton's interpreter, the
+SM90 table) it runs the same launches at small shapes, so what can be checked is the bits.
+"""
+
+from pathlib import Path
+
+import pytest
+import torch
+
+from det_suite.bench.sweep_cli import load_tool
+
+TOOL = Path(__file__).resolve().parents[2] / "tools" / "promotion_interval_sweep.py"
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    return load_tool(TOOL)
+
+
+@pytest.fixture(scope="module", params=["64x640", "128x512-split2"])
+def shape_result(request, sweep, kernel_device):
+    n, k = sweep.CPU_SHAPES[request.param_index]
+    result = sweep.measure_shape(n, k, [1, 3, 40], [256, 512], device=torch.device(kernel_device),
+                                 sm_count=2, split_override=sweep.CPU_SPLIT.get((n, k)),
+                                 small_arms=True, log=lambda _line: None)
+    print(f"{n}x{k}: {result['compared']} compared, {result['differ']} differ")
+    return result
+
+
+def test_every_arm_ran(shape_result):
+    failed = [row for cell in shape_result["cells"] for row in cell["arms"] if "error" in row]
+    assert not failed
+
+
+def test_the_arms_at_the_shipped_interval_give_the_shipped_bits(shape_result):
+    rows = [row for cell in shape_result["cells"] for row in cell["arms"]
+            if "equals_shipped" in row]
+    assert rows
+    assert all(row["equals_shipped"] for row in rows), [r["arm"] for r in rows
+                                                        if not r["equals_shipped"]]
+
+
+def test_each_interval_keeps_one_schedule_across_rows_and_tiles(shape_result):
+    assert shape_result["compared"] > 0
+    assert shape_result["differ"] == 0
+
+
+def test_the_control_interval_is_flagged(shape_result):
+    assert shape_result["control_flagged"]
+
+
+@pytest.mark.parametrize("k", [256, 4096, 4160, 12288], ids=lambda k: f"K{k}")
+def test_the_shipped_interval_chunks_k_as_the_shipped_tiles_do(sweep, k):
+    from det_suite.policy import LaunchConfig
+
+    shipped = LaunchConfig(block_m=128, block_n=128, block_k=256, num_warps=8, num_stages=3,
+                           split_k=2, group_m=8, use_workspace=False, promote_k=256)
+    arm = sweep.Arm(128, 128, 128, 256, 2, 8, 3)
+    assert arm.k_chunk(k) == shipped.k_chunk(k)
+
+
+@pytest.mark.parametrize("fields, message", [
+    (dict(block_k=256, promote_k=128), "promote_k must be a multiple of block_k"),
+    (dict(block_k=128, promote_k=256, workspace=True, persistent=True), "workspace must be off"),
+], ids=["interval-below-block-k", "persistent-with-workspace"])
+def test_an_arm_that_cannot_keep_the_schedule_is_refused(sweep, fields, message):
+    base = dict(block_m=64, block_n=64, split_k=2, num_warps=4, num_stages=2)
+    with pytest.raises(ValueError, match=message):
+        sweep.Arm(**base, **fields)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["out", "--promote", "192"], "multiples of 128"),
+    (["out", "--ms", "0"], "integers >= 1"),
+], ids=["promote-not-128-multiple", "zero-rows"])
+def test_the_command_line_refuses_what_it_cannot_run(sweep, argv, message, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        sweep.main(argv + ["--device", "cpu"])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_each_interval_stays_near_the_exact_product(shape_result, sweep, kernel_device):
+    if kernel_device == "cuda":
+        pytest.skip("on a GPU the sweep's operands round in the MMA by the outputs' size; "
+                    "the GPU's accuracy measure is the probe's error beside cuBLAS's")
+    assert shape_result["worst_exact_error"] <= sweep.INTERPRETER_EXACT_TOLERANCE

@@ -34,7 +34,8 @@ group's first arm gives at the largest M (the invariance rule; activations of sm
 prefixes of the largest), counted and printed; the control (`control-interval-follows-m`:
 the group's first tile with its interval doubled at the largest M) must be flagged.
 
-Developer tool: writes promotion_interval.json and promotion_interval.md into OUT_DIR.
+Developer tool: writes promotion_interval.json and promotion_interval.md into OUT_DIR (and
+promotion_interval.cells.jsonl, one line per cell as it completes).
     python tools/promotion_interval_sweep.py OUT_DIR [--set named|unnamed|all]
         [--ms 1,16,128,512,2048,8192] [--promote 256,512] [--device cuda|cpu]
 On a CPU (`--device cpu`, Triton's interpreter) it runs the bit checks at small shapes (the
@@ -46,6 +47,7 @@ new interval re-records the GSM8K fixture.
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
 import time
@@ -273,8 +275,10 @@ def shipped_config(m: int, n: int, k: int, sm_count: int):
     return shipped_policy(FAMILY).on_device(sm_count).select(m, n, k)
 
 
-def candidate_arms(m: int, shipped, promotes, small: bool) -> list[Arm]:
-    """The tiles worth timing at M rows, for each interval; the shipped entry's split."""
+def candidate_arms(m: int, shipped, promotes, small: bool, extra_splits=()) -> list[Arm]:
+    """The tiles worth timing at M rows, for each interval; the shipped entry's split, and
+    at decode rows (M <= 64) also `extra_splits` (a split is its own schedule: its arms are a
+    group of their own)."""
     split, ws = shipped.split_k, shipped.use_workspace
     if small:
         # For the interpreter's shapes: a swapped and a plain tile, BLOCK_K 128 and 256, and the plain
@@ -283,14 +287,18 @@ def candidate_arms(m: int, shipped, promotes, small: bool) -> list[Arm]:
         arms = [Arm(bm, bn, bk, p, split, w, st, swap_ab=swap, workspace=ws and swap)
                 for p in promotes for bk in (128, 256) if p % bk == 0
                 for bm, bn, w, st, swap in tiles]
+        arms += [Arm(16, 64, 128, p, sk, 4, 2, swap_ab=True, workspace=True)
+                 for sk in sorted(set(extra_splits) - {split}) for p in promotes]
         return arms + [Arm(32, 64, 128, promotes[0], split, 4, 2, persistent=True),
                        Arm(32, 64, 128, promotes[0], split, 4, 2, warp_specialize=True)]
     if m <= 64:
         bm = 16 if m <= 16 else (32 if m <= 32 else 64)
-        return [Arm(bm, bn, bk, p, split, 4, st, swap_ab=True, workspace=ws)
-                for p in promotes for bk in (128, 256) if p % bk == 0
+        splits = sorted({split, *extra_splits})
+        return [Arm(bm, bn, bk, p, sk, 4, st, swap_ab=True,
+                    workspace=ws if sk == split else sk > 1)
+                for sk in splits for p in promotes for bk in (128, 256) if p % bk == 0
                 for bn in (64, 128) for st in ((4, 6, 8) if bk == 128 else (3, 4, 6))]
-    arms = []
+    plain, persistent, warpspec = [], [], []
     for p in promotes:
         for bk in (128, 256):
             if p % bk:
@@ -301,12 +309,15 @@ def candidate_arms(m: int, shipped, promotes, small: bool) -> list[Arm]:
             # memory); 64 x 64 for the few tiles of M = 128; 128 x 256 spills (255
             # registers, sm_90a ptxas 12.8), so one depth of it.
             for bm, bn, w in ((128, 128, 8), (64, 128, 4), (64, 64, 4)):
-                arms += [Arm(bm, bn, bk, p, split, w, st, workspace=ws and m <= 128)
-                         for st in stages]
-            arms.append(Arm(128, 256, bk, p, split, 8, stages[0], workspace=ws and m <= 128))
-            arms += [Arm(128, 128, bk, p, split, 8, st, persistent=True) for st in stages[:2]]
-            arms.append(Arm(128, 128, bk, p, split, 8, stages[1], warp_specialize=True))
-    return arms
+                plain += [Arm(bm, bn, bk, p, split, w, st, workspace=ws and m <= 128)
+                          for st in stages]
+            plain.append(Arm(128, 256, bk, p, split, 8, stages[0], workspace=ws and m <= 128))
+            persistent += [Arm(128, 128, bk, p, split, 8, st, persistent=True)
+                           for st in stages[:2]]
+            warpspec.append(Arm(128, 128, bk, p, split, 8, stages[1], warp_specialize=True))
+    # The options that lean on newer compiler passes last: should one fault the device, the
+    # plain tiles of the cell have been measured (and written to the progress file).
+    return plain + persistent + warpspec
 
 
 def control_arm(arm: Arm) -> Arm:
@@ -341,7 +352,7 @@ def _operands(n: int, k: int, ms, device, seed: int = 0):
 
 def measure_shape(n: int, k: int, ms, promotes, *, device, sm_count: int,
                   split_override: int | None = None, small_arms: bool = False,
-                  log=print) -> dict:
+                  extra_splits=(), log=print, on_cell=None) -> dict:
     """Every arm at every M of one shape: bits against the shipped launch (where the arm has
     the shipped interval and split) and against its group at the largest M; on a GPU also
     the graph time, torch._scaled_mm's, and the fp64 error per group."""
@@ -359,7 +370,7 @@ def measure_shape(n: int, k: int, ms, promotes, *, device, sm_count: int,
         shipped = shipped_config(m, n, k, sm_count)
         if split_override:
             shipped = replace(shipped, split_k=split_override, use_workspace=m <= 16)
-        arms = candidate_arms(m, shipped, promotes, small_arms)
+        arms = candidate_arms(m, shipped, promotes, small_arms, extra_splits)
         out_shipped = torch.empty(m, n, dtype=torch.bfloat16, device=device)
         launch_fp8_gemm(a, w.t(), sa, sw, None, out_shipped, shipped)
         if gpu:
@@ -393,8 +404,10 @@ def measure_shape(n: int, k: int, ms, promotes, *, device, sm_count: int,
                 continue
             if group_key(arm, gpu) == group_key(shipped, gpu):
                 row["equals_shipped"] = bool(torch.equal(out, out_shipped))
+            # A group's reference: its first arm at the largest M it runs at (the rows of
+            # every smaller M are a prefix of it).
             ref = group_ref.get(group_key(arm, gpu))
-            if ref is None and m == m_big:
+            if ref is None:
                 group_ref[group_key(arm, gpu)] = out
                 first_arm = first_arm or arm
                 row["exact_error"] = relative_error(out, exact)
@@ -409,6 +422,8 @@ def measure_shape(n: int, k: int, ms, promotes, *, device, sm_count: int,
             cell["errors"] = _errors(m, n, k, arms, device, sm_count)
         cells.append(cell)
         log(_cell_line(cell))
+        if on_cell is not None:
+            on_cell(cell)
     # The control: at the largest M, the group's first tile with its interval doubled (what a
     # schedule that follows M would run there) against the group's rows.
     control = torch.empty(m_big, n, dtype=torch.bfloat16, device=device)
@@ -452,15 +467,20 @@ def _shipped_tag(config) -> str:
             f"{' ws' if config.use_workspace else ''}{' swap' if config.swap_ab else ''}")
 
 
-def best_by_interval(cell: dict) -> dict[int, dict]:
-    """Per interval: the fastest arm that ran (GPU cells only)."""
+def schedule_name(config: dict) -> str:
+    """An arm's schedule as the tables print it: interval and split."""
+    return f"p{config['promote_k']}/sk{config['split_k']}"
+
+
+def best_by_schedule(cell: dict) -> dict[str, dict]:
+    """Per schedule (interval and split): the fastest arm that ran (GPU cells only)."""
     best = {}
     for row in cell["arms"]:
         if "us" not in row:
             continue
-        p = row["config"]["promote_k"]
-        if p not in best or row["us"] < best[p]["us"]:
-            best[p] = row
+        key = schedule_name(row["config"])
+        if key not in best or row["us"] < best[key]["us"]:
+            best[key] = row
     return best
 
 
@@ -470,37 +490,37 @@ def _cell_line(cell: dict) -> str:
     line = (f"{cell['n']}x{cell['k']} m={cell['m']}: {len(ran)}/{len(cell['arms'])} arms ran, "
             f"{sum(shipped_bits)}/{len(shipped_bits)} equal the shipped bits")
     if "torch_us" in cell:
-        best = best_by_interval(cell)
+        best = best_by_schedule(cell)
         line += f"; torch {cell['torch_us']:.1f} us, shipped {cell['shipped_us']:.1f}" + "".join(
-            f", p{p} {row['us']:.1f} ({row['arm']})" for p, row in sorted(best.items()))
+            f", {key} {row['us']:.1f} ({row['arm']})" for key, row in sorted(best.items()))
     return line
 
 
 def summarize(shapes: list[dict]) -> dict:
-    """Per interval: geomean and worst of the best arm / torch._scaled_mm over the cells,
-    and the worst error ratio; the shipped kernel's own geomean beside them."""
-    per_p: dict[int, list] = {}
+    """Per schedule (interval and split): geomean and worst of its best arm / torch._scaled_mm
+    over the cells it ran in (extra splits only at decode rows: see `cells`), and its worst
+    error ratio; the shipped kernel's own geomean beside them."""
+    per_schedule: dict[str, list] = {}
     shipped, errors = [], {}
     for shape in shapes:
         for cell in shape["cells"]:
             if "torch_us" not in cell:
                 continue
             shipped.append(cell["shipped_us"] / cell["torch_us"])
-            for p, row in best_by_interval(cell).items():
-                per_p.setdefault(p, []).append(
+            for key, row in best_by_schedule(cell).items():
+                per_schedule.setdefault(key, []).append(
                     (row["us"] / cell["torch_us"], f"{shape['n']}x{shape['k']} m={cell['m']}"))
             for key, err in cell.get("errors", {}).items():
-                p = int(key.split("/")[0][1:])
-                errors[p] = max(errors.get(p, 0.0), err["ratio"])
+                errors[key] = max(errors.get(key, 0.0), err["ratio"])
 
     def geo(values):
         return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
     return {"shipped_geomean": geo(shipped),
-            "intervals": {p: {"geomean": geo([r for r, _ in rows]),
-                              "worst": max(rows)[0], "worst_cell": max(rows)[1],
-                              "cells": len(rows), "worst_error_ratio": errors.get(p)}
-                          for p, rows in sorted(per_p.items())}}
+            "schedules": {key: {"geomean": geo([r for r, _ in rows]),
+                                "worst": max(rows)[0], "worst_cell": max(rows)[1],
+                                "cells": len(rows), "worst_error_ratio": errors.get(key)}
+                          for key, rows in sorted(per_schedule.items())}}
 
 
 def _markdown(payload: dict) -> str:
@@ -509,19 +529,20 @@ def _markdown(payload: dict) -> str:
              f"{payload['shipped_equal']} of {payload['shipped_compared']} arms at the shipped "
              "interval equal the shipped launch.", ""]
     summary = payload["summary"]
-    if summary["intervals"]:
+    if summary["schedules"]:
         lines += [f"Shipped kernel / torch._scaled_mm geomean: {summary['shipped_geomean']:.3f}",
-                  "", "| interval | best arm / torch geomean | worst | cells | worst fp64 "
-                  "error / cuBLAS default |", "| --- | --- | --- | --- | --- |"]
-        for p, s in summary["intervals"].items():
-            err = s["worst_error_ratio"]
-            lines.append(f"| {p} | {s['geomean']:.3f} | {s['worst']:.3f} ({s['worst_cell']}) "
-                         f"| {s['cells']} | {'-' if err is None else f'{err:.3f}'} |")
-        lines += ["", "| shape | M | torch us | shipped us | best per interval |",
+                  "", "| schedule (interval / split) | best arm / torch geomean | worst | cells "
+                  "| worst fp64 error / cuBLAS default |", "| --- | --- | --- | --- | --- |"]
+        for key, row in summary["schedules"].items():
+            err = row["worst_error_ratio"]
+            lines.append(f"| {key} | {row['geomean']:.3f} | {row['worst']:.3f} "
+                         f"({row['worst_cell']}) | {row['cells']} | "
+                         f"{'-' if err is None else f'{err:.3f}'} |")
+        lines += ["", "| shape | M | torch us | shipped us | best per schedule |",
                   "| --- | --- | --- | --- | --- |"]
         for shape in payload["shapes"]:
             for cell in shape["cells"]:
-                best = best_by_interval(cell)
+                best = best_by_schedule(cell)
                 lines.append(f"| {shape['n']}x{shape['k']} | {cell['m']} | "
                              f"{cell['torch_us']:.1f} | {cell['shipped_us']:.1f} | "
                              + "; ".join(f"{r['us']:.1f} {r['arm']}"
@@ -540,6 +561,10 @@ def main(argv=None) -> int:
                         help="rows per call (default 1,16,128,512,2048,8192; 1,3,40 on CPU)")
     parser.add_argument("--promote", type=int_list, default=None,
                         help="intervals along K (default 256,512 on a GPU, 256,512 on CPU)")
+    parser.add_argument("--decode-splits", type=int_list, default=[2, 4],
+                        help="splits of K also tried at M <= 64, each its own schedule "
+                             "(default 2,4: what a decode GEMM of few tiles gains from using "
+                             "every SM)")
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
     args = parser.parse_args(argv)
     gpu = args.device == "cuda"
@@ -556,10 +581,21 @@ def main(argv=None) -> int:
               if gpu else CPU_SHAPES)
     started = time.time()
     results = []
+    # Each cell as it completes, one JSON line: what survives a run that is cut off (the
+    # final JSON and Markdown are written atomically at the end).
+    args.out_dir.mkdir(parents=True, exist_ok=True)
+    progress = args.out_dir / "promotion_interval.cells.jsonl"
+    progress.write_text("")
+
+    def record(cell):
+        with progress.open("a") as f:
+            f.write(json.dumps(cell) + "\n")
+
     for n, k in shapes:
         results.append(measure_shape(n, k, ms, promotes, device=device, sm_count=sm_count,
                                      split_override=None if gpu else CPU_SPLIT.get((n, k)),
-                                     small_arms=not gpu))
+                                     small_arms=not gpu, extra_splits=args.decode_splits,
+                                     on_cell=record))
         print(f"{n}x{k}: {results[-1]['compared']} compared, {results[-1]['differ']} differ "
               f"[{time.time() - started:.0f} s]", flush=True)
     shipped_rows = [r for s in results for c in s["cells"] for r in c["arms"]

@@ -27,7 +27,7 @@ def shape_result(request, sweep, kernel_device):
     n, k = sweep.CPU_SHAPES[request.param_index]
     result = sweep.measure_shape(n, k, [1, 3, 40], [256, 512], device=torch.device(kernel_device),
                                  sm_count=2, split_override=sweep.CPU_SPLIT.get((n, k)),
-                                 small_arms=True, log=lambda _line: None)
+                                 small_arms=True, extra_splits=(2,), log=lambda _line: None)
     print(f"{n}x{k}: {result['compared']} compared, {result['differ']} differ")
     return result
 
@@ -90,3 +90,48 @@ def test_each_interval_stays_near_the_exact_product(shape_result, sweep, kernel_
         pytest.skip("on a GPU the sweep's operands round in the MMA by the outputs' size; "
                     "the GPU's accuracy measure is the probe's error beside cuBLAS's")
     assert shape_result["worst_exact_error"] <= sweep.INTERPRETER_EXACT_TOLERANCE
+
+
+def _timed_cell(m, shipped_us, torch_us, arms, errors):
+    return {"m": m, "torch_us": torch_us, "shipped_us": shipped_us, "errors": errors,
+            "arms": [{"arm": tag, "us": us, "config": {"promote_k": p, "split_k": sk}}
+                     for tag, p, sk, us in arms]}
+
+
+def test_a_timed_run_is_summarised_per_schedule(sweep):
+    # The GPU-only half of the report, on made-up times: the best arm per (interval, split)
+    # per cell, geomean and worst against torch._scaled_mm, the worst error ratio.
+    shape = {"n": 4096, "k": 4096, "cells": [
+        _timed_cell(1, 6.0, 5.0, [("a", 256, 1, 6.0), ("b", 256, 1, 5.0), ("c", 256, 2, 4.0)],
+                    {"p256/sk1": {"ratio": 1.0}, "p256/sk2": {"ratio": 1.01}}),
+        _timed_cell(2048, 110.0, 100.0, [("d", 256, 1, 120.0), ("e", 512, 1, 90.0)],
+                    {"p256/sk1": {"ratio": 1.002}, "p512/sk1": {"ratio": 1.2}}),
+    ]}
+    summary = sweep.summarize([shape])
+    assert summary["shipped_geomean"] == pytest.approx((1.2 * 1.1) ** 0.5)
+    p256 = summary["schedules"]["p256/sk1"]
+    assert p256["cells"] == 2
+    assert p256["geomean"] == pytest.approx((1.0 * 1.2) ** 0.5)
+    assert p256["worst_cell"] == "4096x4096 m=2048"
+    assert p256["worst_error_ratio"] == pytest.approx(1.002)
+    assert summary["schedules"]["p256/sk2"]["cells"] == 1
+    assert summary["schedules"]["p512/sk1"]["worst_error_ratio"] == pytest.approx(1.2)
+    payload = {"device": "test", "compared": 3, "differ": 0, "shipped_equal": 2,
+               "shipped_compared": 2, "summary": summary, "shapes": [shape],
+               "control_flagged": True}
+    markdown = sweep._markdown(payload)
+    assert "| p512/sk1 | 0.900 |" in markdown
+    assert "| 4096x4096 | 1 | 5.0 | 6.0 | 5.0 b; 4.0 c |" in markdown
+    line = sweep._cell_line({"n": 4096, "k": 4096, **shape["cells"][0]})
+    assert "p256/sk2 4.0 (c)" in line
+
+
+def test_a_cpu_run_writes_its_report_and_passes(sweep, kernel_device, tmp_path, capsys):
+    if kernel_device == "cuda":
+        pytest.skip("the --device cpu run needs Triton's interpreter, which a GPU session "
+                    "does not start; the GPU runs the sweep itself on the H200")
+    assert sweep.main([str(tmp_path), "--device", "cpu", "--decode-splits", "2"]) == 0
+    names = sorted(p.name for p in tmp_path.iterdir())
+    assert names == ["promotion_interval.cells.jsonl", "promotion_interval.json",
+                     "promotion_interval.md"]
+    assert "bit checks only" in (tmp_path / "promotion_interval.md").read_text()

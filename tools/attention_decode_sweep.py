@@ -45,8 +45,8 @@ import sys
 from pathlib import Path
 
 
-from det_suite.bench.sweep_cli import (control_verdict, cpu_requested, finish, int_list,
-                                       same_bits)
+from det_suite.bench.sweep_cli import (add_device_option, control_verdict, cpu_requested,
+                                       finish, int_list, same_bits, wants_gpu)
 
 if __name__ == "__main__" and cpu_requested(sys.argv[1:]):
     # The interpreter must be chosen before Triton is imported (platform/interpreter.py).
@@ -196,11 +196,9 @@ def main(argv=None) -> int:
     parser.add_argument("--max-seq-len", type=_positive, default=None,
                         help="block table width in keys (default 2080, bench e2e's tables for "
                              "its seed cells; on CPU the context's own pages)")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    add_device_option(parser)
     args = parser.parse_args(argv)
-    gpu = args.device == "cuda"
-    if gpu and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device here (use --device cpu for the bit check)")
+    gpu = wants_gpu(parser, args)
     heads = QWEN3_8B_HEADS if gpu else CPU_HEADS
     prefixes = args.prefix or ([128, 2048] if gpu else [40, 300])
     batches = args.batch or ([1, 4] if gpu else [2])

@@ -39,8 +39,8 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from det_suite.bench.sweep_cli import (control_verdict, cpu_requested, finish, int_list,
-                                       load_tool)
+from det_suite.bench.sweep_cli import (add_device_option, control_verdict, cpu_requested,
+                                       finish, int_list, load_tool, wants_gpu)
 
 if __name__ == "__main__" and cpu_requested(sys.argv[1:]):
     # The interpreter must be chosen before Triton is imported (platform/interpreter.py).
@@ -211,15 +211,13 @@ def main(argv=None) -> int:
     parser.add_argument("--prefix", type=int_list, default=[128, 2048])
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--arms", default=",".join(ARMS))
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    add_device_option(parser)
     args = parser.parse_args(argv)
     arms = list(dict.fromkeys(["shipped", *args.arms.split(","), CONTROL]))
     unknown = [a for a in arms if a not in ARMS]
     if unknown:
         parser.error(f"--arms: unknown {', '.join(unknown)}; choose from {', '.join(ARMS)}")
-    gpu = args.device == "cuda"
-    if gpu and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device here (use --device cpu for the bit check)")
+    gpu = wants_gpu(parser, args)
     model = args.model or ("synthetic:qwen3-8b?seed=0" if gpu else "synthetic:tiny-wide?seed=0")
     prototype = sibling("fused_norm_gemm_sweep")
     profile = sibling("profile_decode")

@@ -60,8 +60,8 @@ import sys
 from pathlib import Path
 
 
-from det_suite.bench.sweep_cli import (control_verdict, cpu_requested, finish, int_list,
-                                       same_bits)
+from det_suite.bench.sweep_cli import (add_device_option, control_verdict, cpu_requested,
+                                       finish, int_list, same_bits, wants_gpu)
 
 if __name__ == "__main__" and cpu_requested(sys.argv[1:]):
     # The interpreter must be chosen before Triton is imported (platform/interpreter.py).
@@ -445,12 +445,10 @@ def main(argv=None) -> int:
                         help="rows per call (default 1,4,16 on a GPU, 1,3 on CPU)")
     parser.add_argument("--fused-stages", type=int, default=None,
                         help="pipeline depth of the fused kernel (default: the GEMM tile's)")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    add_device_option(parser)
     args = parser.parse_args(argv)
     fused_options = {} if args.fused_stages is None else {"num_stages": args.fused_stages}
-    gpu = args.device == "cuda"
-    if gpu and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device here (use --device cpu for the bit check)")
+    gpu = wants_gpu(parser, args)
     ms = args.ms or ([1, 4, 16] if gpu else [1, 3])
     cells = []
     for shape, segments, k, producer in (QWEN3_8B if gpu else CPU_SHAPES):

@@ -54,7 +54,8 @@ import time
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
-from det_suite.bench.sweep_cli import control_verdict, cpu_requested, finish, int_list
+from det_suite.bench.sweep_cli import (add_device_option, control_verdict, cpu_requested,
+                                       finish, int_list, wants_gpu)
 
 if __name__ == "__main__" and cpu_requested(sys.argv[1:]):
     # The interpreter must be chosen before Triton is imported (platform/interpreter.py).
@@ -114,30 +115,25 @@ def _promoted_chunk(a_desc, b_desc, off_m, off_n, k_begin, k_end,
     # (steps past K read TMA's zero fill: zero products), then one fp32 add promotes them.
     # The two loops are flattened into one of BLOCK_K steps, so the pipeline (and its
     # shared memory) is per BLOCK_K step, not per interval.
-    if SWAP_AB:
-        # The weight on the MMA's 64-row side, transposed back below.
-        acc_t = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-        for k_start in tl.range(k_begin, k_end, PROMOTE_K, flatten=True,
-                                warp_specialize=WARP_SPECIALIZE):
-            part = tl.zeros((BLOCK_N, BLOCK_M), dtype=tl.float32)
-            for step in range(0, PROMOTE_K // BLOCK_K):
-                k0 = k_start + step * BLOCK_K
-                weight = b_desc.load([off_n, k0])
-                act = a_desc.load([off_m, k0])
+    # Swapped: the weight on the MMA's 64-row side, the tokens on its narrow side; the
+    # accumulator is transposed back at the end.
+    ACC_ROWS: tl.constexpr = BLOCK_N if SWAP_AB else BLOCK_M
+    ACC_COLS: tl.constexpr = BLOCK_M if SWAP_AB else BLOCK_N
+    acc = tl.zeros((ACC_ROWS, ACC_COLS), dtype=tl.float32)
+    for k_start in tl.range(k_begin, k_end, PROMOTE_K, flatten=True,
+                            warp_specialize=WARP_SPECIALIZE):
+        part = tl.zeros((ACC_ROWS, ACC_COLS), dtype=tl.float32)
+        for step in range(0, PROMOTE_K // BLOCK_K):
+            k0 = k_start + step * BLOCK_K
+            act = a_desc.load([off_m, k0])
+            weight = b_desc.load([off_n, k0])
+            if SWAP_AB:
                 part = tl.dot(weight, act.T, part)
-            acc_t += part
-        acc = tl.trans(acc_t)
-    else:
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k_start in tl.range(k_begin, k_end, PROMOTE_K, flatten=True,
-                                warp_specialize=WARP_SPECIALIZE):
-            part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-            for step in range(0, PROMOTE_K // BLOCK_K):
-                k0 = k_start + step * BLOCK_K
-                act = a_desc.load([off_m, k0])
-                weight = b_desc.load([off_n, k0])
+            else:
                 part = tl.dot(act, weight.T, part)
-            acc += part
+        acc += part
+    if SWAP_AB:
+        acc = tl.trans(acc)
     return acc
 
 
@@ -168,13 +164,17 @@ def _promoted_tile(tile, a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, a_
                             stride_on, False, SPLIT_K, BLOCK_M, BLOCK_N, 0, 0, 1)
     else:
         # The shipped order: each chunk from a fresh accumulator, chunks added in order to a
-        # zero-initialised total.
-        total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for split in tl.static_range(SPLIT_K):
-            k_begin = split * K_CHUNK
-            total += _promoted_chunk(a_desc, b_desc, off_m, off_n, k_begin,
-                                     tl.minimum(k_begin + K_CHUNK, K), BLOCK_M, BLOCK_N,
-                                     BLOCK_K, PROMOTE_K, SWAP_AB, WARP_SPECIALIZE)
+        # zero-initialised total (one chunk: the chunk itself, as the shipped kernel).
+        if SPLIT_K == 1:
+            total = _promoted_chunk(a_desc, b_desc, off_m, off_n, 0, K, BLOCK_M, BLOCK_N,
+                                    BLOCK_K, PROMOTE_K, SWAP_AB, WARP_SPECIALIZE)
+        else:
+            total = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for split in tl.static_range(SPLIT_K):
+                k_begin = split * K_CHUNK
+                total += _promoted_chunk(a_desc, b_desc, off_m, off_n, k_begin,
+                                         tl.minimum(k_begin + K_CHUNK, K), BLOCK_M, BLOCK_N,
+                                         BLOCK_K, PROMOTE_K, SWAP_AB, WARP_SPECIALIZE)
         store_scaled_tile(total, out_ptr, out_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n,
                           M, N, stride_om, stride_on, False, 0, 0, 1)
 
@@ -565,11 +565,9 @@ def main(argv=None) -> int:
                         help="splits of K also tried at M <= 64, each its own schedule "
                              "(default 2,4: what a decode GEMM of few tiles gains from using "
                              "every SM)")
-    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+    add_device_option(parser)
     args = parser.parse_args(argv)
-    gpu = args.device == "cuda"
-    if gpu and not torch.cuda.is_available():
-        parser.error("--device cuda: no CUDA device here (use --device cpu for the bit check)")
+    gpu = wants_gpu(parser, args)
     promotes = args.promote or [256, 512]
     if any(p % 128 for p in promotes):
         parser.error(f"--promote: intervals must be multiples of 128; got {promotes}")

@@ -32,6 +32,23 @@ def cpu_requested(argv) -> bool:
                                          for a, b in zip(argv, argv[1:]))
 
 
+def add_device_option(parser: argparse.ArgumentParser) -> None:
+    """`--device cuda|cpu` (default cuda): where a sweep runs; cpu is Triton's interpreter,
+    which `cpu_requested` switches on before Triton is imported."""
+    parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
+
+
+def wants_gpu(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
+    """Whether the sweep runs on the GPU (`--device cuda`); refused through the parser (exit
+    2, the option named) where torch sees no CUDA device."""
+    import torch
+
+    gpu = args.device == "cuda"
+    if gpu and not torch.cuda.is_available():
+        parser.error("--device cuda: no CUDA device here (use --device cpu for the bit check)")
+    return gpu
+
+
 def int_list(text: str) -> list[int]:
     """An argparse type: comma-separated integers, each >= 1."""
     try:

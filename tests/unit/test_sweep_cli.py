@@ -8,8 +8,10 @@ import sys
 
 import pytest
 
-from det_suite.bench.sweep_cli import (control_verdict, cpu_requested, finish, int_list,
-                                       load_tool, same_bits)
+import torch
+
+from det_suite.bench.sweep_cli import (add_device_option, control_verdict, cpu_requested,
+                                       finish, int_list, load_tool, same_bits, wants_gpu)
 
 
 @pytest.mark.parametrize("argv, wanted", [
@@ -21,6 +23,27 @@ from det_suite.bench.sweep_cli import (control_verdict, cpu_requested, finish, i
 ], ids=["spaced", "joined", "another-device", "other-option", "default"])
 def test_cpu_is_requested_only_by_the_device_option(argv, wanted):
     assert cpu_requested(argv) is wanted
+
+
+def _device_parser():
+    parser = argparse.ArgumentParser(prog="sweep")
+    add_device_option(parser)
+    return parser
+
+
+def test_the_cpu_device_runs_without_a_gpu():
+    parser = _device_parser()
+    assert wants_gpu(parser, parser.parse_args(["--device", "cpu"])) is False
+
+
+def test_the_default_device_is_refused_by_name_where_there_is_no_gpu(capsys, monkeypatch):
+    # What a CPU machine answers, on any machine.
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    parser = _device_parser()
+    with pytest.raises(SystemExit) as exit_info:
+        wants_gpu(parser, parser.parse_args([]))
+    assert exit_info.value.code == 2
+    assert "--device cuda: no CUDA device here" in capsys.readouterr().err
 
 
 def test_an_integer_list_parses_in_order():

@@ -16,6 +16,13 @@ spec and the combine kernel are the shipped ones; only the split kernel's launch
 - block-q-16:      a 16-row query tile instead of 64; on SM90 a 16-row bf16 dot compiles to
                    mma.sync rather than wgmma, so the bit check decides whether it is a
                    candidate at all (and the lint wants the tile kernel's instruction)
+- segment-128/64:  a shorter SEGMENT for every attention kernel (the prefill tile kernel,
+                   the split kernel and the combine): more programs, each a shorter chain of
+                   dependent tiles, and more partials to merge. SEGMENT is part of the
+                   canonical order, so these change the bits by design: their check is the
+                   contract itself, the decode row equal to the same query's row in a
+                   prefill at that SEGMENT, and they must differ from the shipped bits (the
+                   proof the segment changed)
 
 Measured out before packing landed (H200, 2026-12-04, docs/decode-step-kernels.md):
 packing won (2048 keys: 18.1 -> 13.0 us at batch 1, 52.9 -> 19.2 us at batch 4); deeper
@@ -34,14 +41,16 @@ heads and contexts: the unit test runs that.
 Developer tool: writes attention_sweep.json and attention_sweep.md into OUT_DIR.
     python tools/attention_decode_sweep.py OUT_DIR [--prefix 128,2048] [--batch 1,4]
         [--arms shipped,one-head,...] [--max-seq-len 2080] [--device cuda|cpu]
-A winning arm moves into det_suite (ATTENTION_SPLIT_TILE) with an H200 evidence run: the
-tile is a result dependency.
+A winning arm moves into det_suite (ATTENTION_SPLIT_TILE; a segment: ATTENTION_TILE, which
+re-records the GSM8K fixture) with an H200 evidence run: the tiles are result dependencies.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 
@@ -56,6 +65,7 @@ if __name__ == "__main__" and cpu_requested(sys.argv[1:]):
 import torch  # noqa: E402 - after the interpreter switch
 import triton  # noqa: E402
 
+from det_suite.ops import bi_launch_spec  # noqa: E402
 from det_suite.ops.batch_invariant import ATTENTION_TILE, paged_attention, write_kv  # noqa: E402
 
 SPLIT_KERNEL = "bi_paged_attention_split_kernel"
@@ -74,14 +84,37 @@ ARMS = {
     "control-block-kv-32": {"BLOCK_KV": 32},
 }
 CONTROL = "control-block-kv-32"   # must differ: the harness can see a changed order
+# Arm -> the SEGMENT every attention kernel runs with (`segment_tiles`): a new canonical order.
+SEGMENT_ARMS = {"segment-128": 128, "segment-64": 64}
+ALL_ARMS = (*ARMS, *SEGMENT_ARMS)
+
+
+@contextlib.contextmanager
+def segment_tiles(segment: int | None):
+    """Every attention launch spec (tile kernel, split kernel, combine, the split grid and
+    its workspace) built with SEGMENT = `segment` while inside; None: as shipped."""
+    names = ("ATTENTION_TILE", "ATTENTION_SPLIT_TILE", "ATTENTION_COMBINE_TILE")
+    saved = {name: getattr(bi_launch_spec, name) for name in names}
+    if segment is not None:
+        if segment % ATTENTION_TILE["BLOCK_KV"]:
+            raise ValueError(f"segment must be a multiple of BLOCK_KV "
+                             f"{ATTENTION_TILE['BLOCK_KV']}; got {segment}")
+        for name, tile in saved.items():
+            setattr(bi_launch_spec, name, replace(tile, tile=tuple(
+                (key, segment if key == "SEGMENT" else value) for key, value in tile.tile)))
+    try:
+        yield
+    finally:
+        for name, tile in saved.items():
+            setattr(bi_launch_spec, name, tile)
 
 
 def arm_launcher(arm: str):
     """A `paged_attention` launcher that launches the split kernel as `arm` says and every
     other kernel as the op does."""
-    if arm not in ARMS:
-        raise ValueError(f"arm must be one of {', '.join(ARMS)}; got {arm!r}")
-    options = ARMS[arm]
+    if arm not in ALL_ARMS:
+        raise ValueError(f"arm must be one of {', '.join(ALL_ARMS)}; got {arm!r}")
+    options = ARMS.get(arm, {})
 
     def launcher(kernel, call, args, keywords):
         if call.kernel != SPLIT_KERNEL:
@@ -127,16 +160,42 @@ class DecodeCall:
         return paged_attention(self.q, self.k, self.v, self.tables, self.context, self.starts,
                                self.scale, launcher=launcher)
 
+    def prefill_rows(self) -> torch.Tensor:
+        """Each request's query as the last row of a prefill of its whole context (the tile
+        kernel, context 0, every position a query): what its decode row must equal."""
+        batch, hq, d = self.q.shape
+        prefix = int(self.context[0])
+        g = torch.Generator().manual_seed(1)
+        rows = []
+        for r in range(batch):
+            earlier = torch.randn(prefix, hq, d, generator=g).to(torch.bfloat16)
+            q = torch.cat([earlier.to(self.q.device), self.q[r:r + 1]])
+            out = paged_attention(q, self.k, self.v, self.tables[r:r + 1],
+                                  torch.zeros(1, dtype=torch.int32, device=q.device),
+                                  torch.tensor([0, prefix + 1], dtype=torch.int32,
+                                               device=q.device), self.scale)
+            rows.append(out[-1])
+        return torch.stack(rows)
+
 
 def compare_arms(call: DecodeCall, arms) -> dict[str, dict]:
-    """Per arm: whether its output equals the shipped arm's (torch.equal) and how many
-    elements differ. The shipped arm, when listed, runs again: a run-to-run check."""
+    """Per arm: whether its output equals its reference (torch.equal) and how many
+    elements differ. The reference is the shipped arm's output (which runs again when
+    listed: a run-to-run check), for a segment arm the prefill's rows at its segment; a
+    segment arm also records whether it differs from the shipped bits (`changed`) and
+    whether it must (`must_change`: the context is longer than its segment)."""
     shipped = call.run(arm_launcher("shipped"))
     result = {}
     for arm in arms:
-        out = call.run(arm_launcher(arm))
-        result[arm] = {"equal": bool(torch.equal(out, shipped)),
-                       "differing_elements": int((out != shipped).sum())}
+        with segment_tiles(SEGMENT_ARMS.get(arm)):
+            out = call.run(arm_launcher(arm))
+            reference = call.prefill_rows() if arm in SEGMENT_ARMS else shipped
+        result[arm] = {"equal": bool(torch.equal(out, reference)),
+                       "differing_elements": int((out != reference).sum())}
+        if arm in SEGMENT_ARMS:
+            # Only a context longer than the arm's segment is cut differently.
+            result[arm]["changed"] = not torch.equal(out, shipped)
+            result[arm]["must_change"] = int(call.context.max()) + 1 > SEGMENT_ARMS[arm]
     return result
 
 
@@ -144,8 +203,9 @@ def _time(call: DecodeCall, arm: str) -> dict[str, float]:
     from det_suite.bench.timing import flushed_median_us, graph_median_us
 
     launcher = arm_launcher(arm)
-    return {"graph_us": graph_median_us(lambda: call.run(launcher)),
-            "flushed_us": flushed_median_us(lambda: call.run(launcher))}
+    with segment_tiles(SEGMENT_ARMS.get(arm)):
+        return {"graph_us": graph_median_us(lambda: call.run(launcher)),
+                "flushed_us": flushed_median_us(lambda: call.run(launcher))}
 
 
 def _positive(text: str) -> int:
@@ -157,10 +217,10 @@ def _positive(text: str) -> int:
 
 def _arms(text: str) -> list[str]:
     arms = text.split(",")
-    unknown = [a for a in arms if a not in ARMS]
+    unknown = [a for a in arms if a not in ALL_ARMS]
     if unknown:
         raise argparse.ArgumentTypeError(f"unknown arm(s) {', '.join(unknown)}; "
-                                         f"choose from {', '.join(ARMS)}")
+                                         f"choose from {', '.join(ALL_ARMS)}")
     return arms
 
 
@@ -172,11 +232,14 @@ def _markdown(payload: dict) -> str:
              f"BLOCK_KV {ATTENTION_TILE['BLOCK_KV']}, block tables {payload['max_seq_len']} "
              "keys wide. Times: the whole op (split + combine) "
              "per call, median; x36: a Qwen3-8B decode step's 36 layers.", "",
-             "| prefix | batch | arm | same bits as shipped | graph us (x36) | flushed us |",
+             "Same bits: against the shipped arm; a segment arm against the prefill of the "
+             "same queries at its segment (and it must differ from the shipped bits).", "",
+             "| prefix | batch | arm | same bits | graph us (x36) | flushed us |",
              "| --- | --- | --- | --- | --- | --- |"]
     for cell in payload["cells"]:
         for arm, row in cell["arms"].items():
-            same = same_bits(row)
+            same = same_bits(row) + (" but **unchanged from shipped**"
+                                     if row.get("must_change") and not row["changed"] else "")
             t = row.get("time")
             timing = (f"{t['graph_us']:.2f} ({36 * t['graph_us']:.0f}) | {t['flushed_us']:.2f}"
                       if t else "not timed | not timed")
@@ -192,7 +255,7 @@ def main(argv=None) -> int:
                         help="keys before the query (default 128,2048 on a GPU, 40,300 on CPU)")
     parser.add_argument("--batch", type=int_list, default=None,
                         help="requests per call (default 1,4 on a GPU, 2 on CPU)")
-    parser.add_argument("--arms", type=_arms, default=list(ARMS))
+    parser.add_argument("--arms", type=_arms, default=list(ALL_ARMS))
     parser.add_argument("--max-seq-len", type=_positive, default=None,
                         help="block table width in keys (default 2080, bench e2e's tables for "
                              "its seed cells; on CPU the context's own pages)")
@@ -222,7 +285,12 @@ def main(argv=None) -> int:
                                                      else "cpu (Triton interpreter)"),
         "torch": torch.__version__, "triton": triton.__version__,
         "heads": dict(zip(("query", "kv", "head_dim"), heads)), "max_seq_len": max_seq_len,
-        "control_flagged": all(not c["arms"][CONTROL]["equal"] for c in cells),
+        # A segment arm that kept the shipped bits where its segment cuts the context did
+        # not change the segment: its check proved nothing.
+        "control_flagged": all(not c["arms"][CONTROL]["equal"]
+                               and all(row["changed"] for row in c["arms"].values()
+                                       if row.get("must_change"))
+                               for c in cells),
         "candidates_equal": all(row["equal"] for c in cells for arm, row in c["arms"].items()
                                 if arm != CONTROL),
         "cells": cells,

@@ -29,7 +29,7 @@ def comparison(sweep, kernel_device):
     """Arms against the shipped one: two requests at a context of two segments and a bit
     (the second segment partly filled), where packing and tile order both matter."""
     call = sweep.DecodeCall(prefix=300, batch=2, heads=HEADS, device=kernel_device)
-    result = sweep.compare_arms(call, list(sweep.ARMS))
+    result = sweep.compare_arms(call, list(sweep.ALL_ARMS))
     print({arm: row["differing_elements"] for arm, row in result.items()})
     return result
 
@@ -44,6 +44,31 @@ def test_a_candidate_gives_the_shipped_bits(comparison, arm):
 
 def test_the_control_arm_is_flagged(comparison, sweep):
     assert not comparison[sweep.CONTROL]["equal"]
+
+
+@pytest.mark.parametrize("arm", ["segment-128", "segment-64"])
+def test_a_shorter_segment_decodes_as_a_prefill_at_that_segment(comparison, arm):
+    assert comparison[arm]["equal"], comparison[arm]
+
+
+@pytest.mark.parametrize("arm", ["segment-128", "segment-64"])
+def test_a_shorter_segment_changes_the_bits(comparison, arm):
+    # The proof the arm ran another order: a segment that left the bits alone proved nothing.
+    assert comparison[arm]["must_change"] and comparison[arm]["changed"]
+
+
+def test_the_segment_is_restored_after_an_arm(sweep):
+    from det_suite.ops import bi_launch_spec
+
+    with sweep.segment_tiles(64):
+        assert bi_launch_spec.ATTENTION_COMBINE_TILE["SEGMENT"] == 64
+    assert bi_launch_spec.ATTENTION_COMBINE_TILE["SEGMENT"] == sweep.ATTENTION_TILE["SEGMENT"]
+
+
+def test_a_segment_that_cuts_a_tile_is_refused(sweep):
+    with pytest.raises(ValueError, match="segment must be a multiple of BLOCK_KV"):
+        with sweep.segment_tiles(96):
+            pass
 
 
 def test_an_unknown_arm_is_refused_by_name(sweep):

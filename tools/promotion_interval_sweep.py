@@ -36,7 +36,7 @@ the group's first tile with its interval doubled at the largest M) must be flagg
 
 Developer tool: writes promotion_interval.json and promotion_interval.md into OUT_DIR (and
 promotion_interval.cells.jsonl, one line per cell as it completes).
-    python tools/promotion_interval_sweep.py OUT_DIR [--set named|unnamed|all]
+    python tools/promotion_interval_sweep.py OUT_DIR [--set named|unnamed|all] [--shapes NxK,..]
         [--ms 1,16,128,512,2048,8192] [--promote 256,512] [--device cuda|cpu]
 On a CPU (`--device cpu`, Triton's interpreter) it runs the bit checks at small shapes (the
 unit test); times and errors need a GPU. A winner moves into det_suite (the kernel's K loop,
@@ -553,10 +553,28 @@ def _markdown(payload: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+def _shape_list(text: str) -> list[tuple[int, int]]:
+    """An argparse type: comma-separated NxK shapes, each side a positive multiple of 16
+    (what the TMA descriptors and torch._scaled_mm take)."""
+    shapes = []
+    for item in text.split(","):
+        try:
+            n, k = (int(v) for v in item.lower().split("x"))
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected NxK shapes like 4096x14336; got {item!r}")
+        if n < 16 or k < 16 or n % 16 or k % 16:
+            raise argparse.ArgumentTypeError(f"N and K must be positive multiples of 16; "
+                                             f"got {item!r}")
+        shapes.append((n, k))
+    return shapes
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
     parser.add_argument("--set", choices=("named", "unnamed", "all"), default="all")
+    parser.add_argument("--shapes", type=_shape_list, default=None,
+                        help="NxK,NxK,...: these shapes instead of --set's")
     parser.add_argument("--ms", type=int_list, default=None,
                         help="rows per call (default 1,16,128,512,2048,8192; 1,3,40 on CPU)")
     parser.add_argument("--promote", type=int_list, default=None,
@@ -575,8 +593,8 @@ def main(argv=None) -> int:
     # On the CPU two "SMs", so a persistent program walks several tiles.
     sm_count = torch.cuda.get_device_properties(device).multi_processor_count if gpu else 2
     ms = args.ms or ([1, 16, 128, 512, 2048, 8192] if gpu else [1, 3, 40])
-    shapes = ({"named": NAMED, "unnamed": UNNAMED, "all": NAMED + UNNAMED}[args.set]
-              if gpu else CPU_SHAPES)
+    sets = {"named": NAMED, "unnamed": UNNAMED, "all": NAMED + UNNAMED}
+    shapes = args.shapes or (sets[args.set] if gpu else CPU_SHAPES)
     started = time.time()
     results = []
     # Each cell as it completes, one JSON line: what survives a run that is cut off (the

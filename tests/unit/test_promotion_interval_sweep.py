@@ -77,7 +77,9 @@ def test_an_arm_that_cannot_keep_the_schedule_is_refused(sweep, fields, message)
 @pytest.mark.parametrize("argv, message", [
     (["out", "--promote", "192"], "multiples of 128"),
     (["out", "--ms", "0"], "integers >= 1"),
-], ids=["promote-not-128-multiple", "zero-rows"])
+    (["out", "--shapes", "4096x"], "expected NxK shapes"),
+    (["out", "--shapes", "4096x4100"], "positive multiples of 16"),
+], ids=["promote-not-128-multiple", "zero-rows", "shape-without-k", "k-not-16-multiple"])
 def test_the_command_line_refuses_what_it_cannot_run(sweep, argv, message, capsys):
     with pytest.raises(SystemExit) as exit_info:
         sweep.main(argv + ["--device", "cpu"])

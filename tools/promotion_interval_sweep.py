@@ -281,8 +281,9 @@ def candidate_arms(m: int, shipped, promotes, small: bool, extra_splits=()) -> l
     group of their own)."""
     split, ws = shipped.split_k, shipped.use_workspace
     if small:
-        # For the interpreter's shapes: a swapped and a plain tile, BLOCK_K 128 and 256, and the plain
-        # tile persistent (two programs) and warp-specialised, which only move work in time.
+        # For the interpreter's shapes: a swapped and a plain tile, BLOCK_K 128 and 256, and
+        # the plain tile persistent (two programs) and warp-specialised, which only move work
+        # in time.
         tiles = [(16, 64, 4, 2, True), (32, 64, 4, 2, False)]
         arms = [Arm(bm, bn, bk, p, split, w, st, swap_ab=swap, workspace=ws and swap)
                 for p in promotes for bk in (128, 256) if p % bk == 0

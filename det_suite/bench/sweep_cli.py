@@ -1,6 +1,7 @@
 """What the kernel sweep tools (`tools/*_sweep.py`) share: loading a sibling tool, the CPU
-switch they read before Triton is imported, their integer-list options, and how a sweep ends (its JSON and Markdown
-written atomically, a verdict from its bit checks and positive control).
+switch they read before Triton is imported, their `--device` and integer-list options, and
+how a sweep ends (its JSON and Markdown written atomically, a verdict from its bit checks and
+positive control).
 
 A sweep compares candidate launches of a kernel with the shipped one bit for bit and times
 them on a GPU; on a CPU (`--device cpu`) it runs the same comparison under Triton's

@@ -1,13 +1,13 @@
 """det_suite.bench.sweep_cli: what the kernel sweep tools share. Loading a sibling tool, the
-CPU switch they read before Triton is imported, their integer-list option, and how a sweep ends: both files
-written, exit 0 only when the control was flagged and the candidates kept the bits."""
+CPU switch they read before Triton is imported, their device and integer-list options, and
+how a sweep ends: both files written, exit 0 only when the control was flagged and the
+candidates kept the bits."""
 
 import argparse
 import json
 import sys
 
 import pytest
-
 import torch
 
 from det_suite.bench.sweep_cli import (add_device_option, control_verdict, cpu_requested,

@@ -89,24 +89,33 @@ SEGMENT_ARMS = {"segment-128": 128, "segment-64": 64}
 ALL_ARMS = (*ARMS, *SEGMENT_ARMS)
 
 
+ATTENTION_TILE_NAMES = ("ATTENTION_TILE", "ATTENTION_SPLIT_TILE", "ATTENTION_COMBINE_TILE")
+
+
 @contextlib.contextmanager
-def segment_tiles(segment: int | None):
-    """Every attention launch spec (tile kernel, split kernel, combine, the split grid and
-    its workspace) built with SEGMENT = `segment` while inside; None: as shipped."""
-    names = ("ATTENTION_TILE", "ATTENTION_SPLIT_TILE", "ATTENTION_COMBINE_TILE")
+def attention_tiles(names=ATTENTION_TILE_NAMES, **overrides):
+    """The named tiles of `ops.bi_launch_spec` with `overrides` (constexpr name -> value, for
+    the names a tile has) while inside: every launch spec built then uses them."""
     saved = {name: getattr(bi_launch_spec, name) for name in names}
-    if segment is not None:
-        if segment % ATTENTION_TILE["BLOCK_KV"]:
-            raise ValueError(f"segment must be a multiple of BLOCK_KV "
-                             f"{ATTENTION_TILE['BLOCK_KV']}; got {segment}")
-        for name, tile in saved.items():
-            setattr(bi_launch_spec, name, replace(tile, tile=tuple(
-                (key, segment if key == "SEGMENT" else value) for key, value in tile.tile)))
+    for name, tile in saved.items():
+        setattr(bi_launch_spec, name, replace(tile, tile=tuple(
+            (key, overrides.get(key, value)) for key, value in tile.tile)))
     try:
         yield
     finally:
         for name, tile in saved.items():
             setattr(bi_launch_spec, name, tile)
+
+
+def segment_tiles(segment: int | None):
+    """Every attention launch spec (tile kernel, split kernel, combine, the split grid and
+    its workspace) built with SEGMENT = `segment` while inside; None: as shipped."""
+    if segment is None:
+        return contextlib.nullcontext()
+    if segment % ATTENTION_TILE["BLOCK_KV"]:
+        raise ValueError(f"segment must be a multiple of BLOCK_KV "
+                         f"{ATTENTION_TILE['BLOCK_KV']}; got {segment}")
+    return attention_tiles(SEGMENT=segment)
 
 
 def arm_launcher(arm: str):

@@ -30,7 +30,6 @@ Developer tool (GPU): writes sweep.json and sweep.md into OUT_DIR.
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import sys
 import time
@@ -163,8 +162,7 @@ def main(argv) -> int:
             write_json_atomic(out / "sweep.json", result)
             write_text_atomic(out / "sweep.md", render(result))
             del engine
-            gc.collect()  # the engine's CUDA graphs hold their memory pool until collected
-            torch.cuda.empty_cache()
+            helpers.free_engine_memory()
     finally:
         linear_ops._device_policy = real_policy
         if real_pdl is None:

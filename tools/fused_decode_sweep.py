@@ -31,16 +31,14 @@ Developer tool: writes fused_decode.json and fused_decode.md into OUT_DIR.
 
 from __future__ import annotations
 
-import argparse
 import contextlib
-import gc
 import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from det_suite.bench.sweep_cli import (add_device_option, control_verdict, cpu_requested,
-                                       finish, int_list, load_tool, wants_gpu)
+from det_suite.bench.sweep_cli import (control_verdict, cpu_requested, finish, load_tool,
+                                       parse_step_args, step_columns)
 
 if __name__ == "__main__" and cpu_requested(sys.argv[1:]):
     # The interpreter must be chosen before Triton is imported (platform/interpreter.py).
@@ -189,36 +187,16 @@ def _markdown(result: dict) -> str:
     base = {c["prefix"]: c for c in result["arms"][0].get("cells", [])}
     for row in result["arms"]:
         same = ("yes" if row["equal"] else "NO") if row["ran_fused"] else "never fused"
-        for cell in row.get("cells") or [{"prefix": "-"}]:
-            if "replay_ms" not in cell:
-                lines.append(f"| {row['arm']} | {row['fused_launches']} | - | not timed | "
-                             f"not timed | - | {same} |")
-                continue
-            ratio = cell["replay_ms"] / base[cell["prefix"]]["replay_ms"]
-            lines.append(f"| {row['arm']} | {row['fused_launches']} | {cell['prefix']} | "
-                         f"{cell['replay_ms']:.3f} | "
-                         f"{cell['step_ms']:.3f} | {ratio:.3f} | {same} |")
+        for cell in row.get("cells") or [{}]:
+            lines.append(f"| {row['arm']} | {row['fused_launches']} | "
+                         f"{step_columns(cell, base)} | {same} |")
     lines += ["", control_verdict(CONTROL, result["control_flagged"])]
     return "\n".join(lines) + "\n"
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("out_dir", type=Path)
-    parser.add_argument("--model", default=None,
-                        help="default synthetic:qwen3-8b?seed=0 (GPU), synthetic:tiny-wide?seed=0 "
-                             "(CPU)")
-    parser.add_argument("--prefix", type=int_list, default=[128, 2048])
-    parser.add_argument("--tokens", type=int, default=32)
-    parser.add_argument("--arms", default=",".join(ARMS))
-    add_device_option(parser)
-    args = parser.parse_args(argv)
-    arms = list(dict.fromkeys(["shipped", *args.arms.split(","), CONTROL]))
-    unknown = [a for a in arms if a not in ARMS]
-    if unknown:
-        parser.error(f"--arms: unknown {', '.join(unknown)}; choose from {', '.join(ARMS)}")
-    gpu = wants_gpu(parser, args)
-    model = args.model or ("synthetic:qwen3-8b?seed=0" if gpu else "synthetic:tiny-wide?seed=0")
+    args = parse_step_args(argv, __doc__.split("\n\n")[0], ARMS, CONTROL)
+    arms, gpu, model = args.arms, args.gpu, args.model
     prototype = sibling("fused_norm_gemm_sweep")
     profile = sibling("profile_decode")
     t0 = time.time()
@@ -242,13 +220,10 @@ def main(argv=None) -> int:
                                                     args.tokens) for prefix in args.prefix]
             print(f"{arm}: {'same bits' if row['equal'] else 'DIFFERENT bits'}, "
                   f"{fused} fused launches"
-                  + "".join(f"; prefix {c['prefix']} replay {c['replay_ms']:.3f} ms"
-                            for c in row["cells"]) + f" [{time.time() - t0:.0f}s]", flush=True)
+                  + profile.replay_summary(row["cells"]) + f" [{time.time() - t0:.0f}s]", flush=True)
             result["arms"].append(row)
             del engine
-            gc.collect()
-            if gpu:
-                torch.cuda.empty_cache()
+            profile.free_engine_memory()
     result["control_flagged"] = not next(r for r in result["arms"] if r["arm"] == CONTROL)["equal"]
     result["candidates_equal"] = all(r["equal"] and r["ran_fused"] for r in result["arms"]
                                      if r["arm"] != CONTROL)

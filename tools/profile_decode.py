@@ -96,6 +96,21 @@ def decode_cell(engine: Engine, prefix: int, vocab: int, tokens: int) -> dict:
     return {"prefix": prefix, "step_ms": steps[1], "replay_ms": replays[1]}
 
 
+def free_engine_memory() -> None:
+    """After a sweep drops an engine: collect it (its CUDA graphs hold their memory pool
+    until collected) and hand the cached blocks back, so the next arm's engine fits."""
+    import gc
+
+    gc.collect()
+    if torch.cuda.is_available():
+        torch.cuda.empty_cache()
+
+
+def replay_summary(cells) -> str:
+    """The graph replay of each timed prefix, for a sweep's progress line."""
+    return "".join(f"; prefix {c['prefix']} replay {c['replay_ms']:.3f} ms" for c in cells)
+
+
 def _kernel_table(engine: Engine, steps: int = 10) -> dict:
     from torch.profiler import ProfilerActivity, profile
 

@@ -39,6 +39,58 @@ def add_device_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", choices=("cuda", "cpu"), default="cuda")
 
 
+STEP_MODELS = {"cuda": "synthetic:qwen3-8b?seed=0", "cpu": "synthetic:tiny-wide?seed=0"}
+
+
+def add_step_options(parser: argparse.ArgumentParser, arms) -> None:
+    """The options of a sweep over whole decode steps of the embedded engine: --model (by
+    device, STEP_MODELS), --prefix, --tokens, --arms (default: all of `arms`), --device."""
+    parser.add_argument("--model", default=None,
+                        help=f"default {STEP_MODELS['cuda']} (GPU), {STEP_MODELS['cpu']} (CPU)")
+    parser.add_argument("--prefix", type=int_list, default=[128, 2048],
+                        help="cached tokens of the timed decode steps")
+    parser.add_argument("--tokens", type=int, default=32,
+                        help="decode steps per timed generation")
+    parser.add_argument("--arms", default=",".join(arms))
+    add_device_option(parser)
+
+
+def parse_step_args(argv, description: str, known, control: str) -> argparse.Namespace:
+    """A step sweep's command line: OUT_DIR and `add_step_options`, with .arms as run
+    (`chosen_arms`), .gpu (`wants_gpu`) and .model (the device's STEP_MODELS by default)."""
+    from pathlib import Path
+
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("out_dir", type=Path)
+    add_step_options(parser, known)
+    args = parser.parse_args(argv)
+    args.arms = chosen_arms(parser, args.arms, known, control)
+    args.gpu = wants_gpu(parser, args)
+    args.model = args.model or STEP_MODELS[args.device]
+    return args
+
+
+def chosen_arms(parser: argparse.ArgumentParser, text: str, known, control: str) -> list[str]:
+    """--arms as run: "shipped" first and `control` last, each once; an unknown name is
+    refused through the parser (exit 2) with the names it knows."""
+    arms = list(dict.fromkeys(["shipped", *text.split(","), control]))
+    unknown = [a for a in arms if a not in known]
+    if unknown:
+        parser.error(f"--arms: unknown {', '.join(unknown)}; choose from {', '.join(known)}")
+    return arms
+
+
+def step_columns(cell: dict, base: dict) -> str:
+    """A step sweep's timing columns for one cell, Markdown: prefix | replay ms | step ms |
+    replay / the shipped arm's at that prefix (`base`: prefix -> the shipped cell); an
+    untimed cell (no "replay_ms") reads "- | not timed | not timed | -"."""
+    if "replay_ms" not in cell:
+        return "- | not timed | not timed | -"
+    ratio = cell["replay_ms"] / base[cell["prefix"]]["replay_ms"]
+    return (f"{cell['prefix']} | {cell['replay_ms']:.3f} | {cell['step_ms']:.3f} | "
+            f"{ratio:.3f}")
+
+
 def wants_gpu(parser: argparse.ArgumentParser, args: argparse.Namespace) -> bool:
     """Whether the sweep runs on the GPU (`--device cuda`); refused through the parser (exit
     2, the option named) where torch sees no CUDA device."""

@@ -427,9 +427,11 @@ def measure_shape(n: int, k: int, ms, promotes, *, device, sm_count: int,
             on_cell(cell)
     # The control: at the largest M, the group's first tile with its interval doubled (what a
     # schedule that follows M would run there) against the group's rows.
-    control = torch.empty(m_big, n, dtype=torch.bfloat16, device=device)
-    launch_promoted(a_all, w, sa, sw, control, control_arm(first_arm), sm_count=sm_count)
-    control_flagged = not torch.equal(control, group_ref[group_key(first_arm, gpu)])
+    control_flagged = False  # no arm ran at the largest M: nothing to control
+    if first_arm is not None:
+        control = torch.empty(m_big, n, dtype=torch.bfloat16, device=device)
+        launch_promoted(a_all, w, sa, sw, control, control_arm(first_arm), sm_count=sm_count)
+        control_flagged = not torch.equal(control, group_ref[group_key(first_arm, gpu)])
     return {"n": n, "k": k, "cells": cells, "compared": compared, "differ": differ,
             "control_flagged": control_flagged, "worst_exact_error": worst_exact_error}
 

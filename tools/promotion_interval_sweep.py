@@ -92,6 +92,13 @@ INTERPRETER_EXACT_TOLERANCE = 2e-2
 CALLS = 16
 
 
+def graph_timer(fn) -> float:
+    """us per call of `fn` in a CUDA Graph of CALLS back-to-back calls (L2 warm)."""
+    from det_suite.bench.timing import graph_median_us
+
+    return graph_median_us(fn, calls_per_graph=CALLS, warmup_ms=2, rep_ms=10)
+
+
 @triton.jit
 def _tile_coordinates(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
                       GROUP_M: tl.constexpr):
@@ -353,10 +360,11 @@ def _operands(n: int, k: int, ms, device, seed: int = 0):
 
 def measure_shape(n: int, k: int, ms, promotes, *, device, sm_count: int,
                   split_override: int | None = None, small_arms: bool = False,
-                  extra_splits=(), log=print, on_cell=None) -> dict:
+                  extra_splits=(), timer=None, log=print, on_cell=None) -> dict:
     """Every arm at every M of one shape: bits against the shipped launch (where the arm has
-    the shipped interval and split) and against its group at the largest M; on a GPU also
-    the graph time, torch._scaled_mm's, and the fp64 error per group."""
+    the shipped interval and split) and against its group at the largest M; with a `timer`
+    (fn -> us per call; the GPU run's CUDA Graph timer) also each arm's time, torch._scaled_mm's
+    and the shipped launch's, and the fp64 error per group beside torch._scaled_mm's."""
     gpu = device.type == "cuda"
     a_all, w, sa, sw = _operands(n, k, ms, device)
     m_big = max(ms)
@@ -381,23 +389,20 @@ def measure_shape(n: int, k: int, ms, promotes, *, device, sm_count: int,
                                                            sm_count=sm_count, compile_only=True)
                 for arm in arms])
         cell = {"n": n, "k": k, "m": m, "shipped": _shipped_tag(shipped), "arms": []}
-        if gpu:
-            from det_suite.bench.timing import graph_median_us
-            cell["torch_us"] = graph_median_us(lambda: torch._scaled_mm(
+        if timer is not None:
+            cell["torch_us"] = timer(lambda: torch._scaled_mm(
                 a, w.t(), scale_a=sa.reshape(()), scale_b=sw.reshape(()),
-                out_dtype=torch.bfloat16), calls_per_graph=CALLS, warmup_ms=2, rep_ms=10)
-            cell["shipped_us"] = graph_median_us(
-                lambda: launch_fp8_gemm(a, w.t(), sa, sw, None, out_shipped, shipped),
-                calls_per_graph=CALLS, warmup_ms=2, rep_ms=10)
+                out_dtype=torch.bfloat16))
+            cell["shipped_us"] = timer(
+                lambda: launch_fp8_gemm(a, w.t(), sa, sw, None, out_shipped, shipped))
         for arm in arms:
             out = torch.empty_like(out_shipped)
             row = {"arm": arm.tag, "config": asdict(arm)}
             try:
                 launch_promoted(a, w, sa, sw, out, arm, sm_count=sm_count)
-                if gpu:
-                    row["us"] = graph_median_us(
-                        lambda: launch_promoted(a, w, sa, sw, out, arm, sm_count=sm_count),
-                        calls_per_graph=CALLS, warmup_ms=2, rep_ms=10)
+                if timer is not None:
+                    row["us"] = timer(
+                        lambda: launch_promoted(a, w, sa, sw, out, arm, sm_count=sm_count))
             except Exception as exc:  # noqa: BLE001 - resource limits, unsupported options
                 row["error"] = f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
                 cell["arms"].append(row)
@@ -419,7 +424,7 @@ def measure_shape(n: int, k: int, ms, promotes, *, device, sm_count: int,
                 differ += not same
                 row["equals_group"] = bool(same)
             cell["arms"].append(row)
-        if gpu:
+        if timer is not None:
             cell["errors"] = _errors(m, n, k, arms, device, sm_count)
         cells.append(cell)
         log(_cell_line(cell))
@@ -614,6 +619,7 @@ def main(argv=None) -> int:
         results.append(measure_shape(n, k, ms, promotes, device=device, sm_count=sm_count,
                                      split_override=None if gpu else CPU_SPLIT.get((n, k)),
                                      small_arms=not gpu, extra_splits=args.decode_splits,
+                                     timer=graph_timer if gpu else None,
                                      on_cell=record))
         print(f"{n}x{k}: {results[-1]['compared']} compared, {results[-1]['differ']} differ "
               f"[{time.time() - started:.0f} s]", flush=True)

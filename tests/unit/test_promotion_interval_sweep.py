@@ -137,3 +137,28 @@ def test_a_cpu_run_writes_its_report_and_passes(sweep, kernel_device, tmp_path, 
     assert names == ["promotion_interval.cells.jsonl", "promotion_interval.json",
                      "promotion_interval.md"]
     assert "bit checks only" in (tmp_path / "promotion_interval.md").read_text()
+
+
+def test_the_timed_path_measures_every_arm_and_the_error_per_schedule(sweep, kernel_device):
+    # The GPU run's measuring half with a stand-in timer (each callable is called once):
+    # times for torch._scaled_mm, the shipped launch and every arm, and per (interval,
+    # split) the fp64 error beside torch._scaled_mm's.
+    if kernel_device != "cpu":
+        pytest.skip("the GPU session times the real sweep on the H200")
+    calls = []
+
+    def timer(fn):
+        fn()
+        calls.append(fn)
+        return float(len(calls))
+
+    result = sweep.measure_shape(64, 640, [1, 3], [256, 512], device=torch.device("cpu"),
+                                 sm_count=2, small_arms=True, timer=timer,
+                                 log=lambda _line: None)
+    for cell in result["cells"]:
+        assert cell["torch_us"] > 0 and cell["shipped_us"] > 0
+        assert all("us" in row for row in cell["arms"])
+        assert set(cell["errors"]) == {"p256/sk1", "p512/sk1"}
+        assert all(err["ratio"] > 0 for err in cell["errors"].values())
+    assert len(calls) == sum(2 + len(cell["arms"]) for cell in result["cells"])
+    assert sweep.summarize([result])["schedules"]["p512/sk1"]["cells"] == 2

@@ -186,7 +186,9 @@ def _promoted_tile(tile, a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, a_
                           M, N, stride_om, stride_on, False, 0, 0, 1)
 
 
-@triton.jit
+# M is never specialised, as in the shipped kernels: Triton would compile M == 1 (a decode
+# call) as a separate constant-M kernel, and the comparison would time another program.
+@triton.jit(do_not_specialize=["M"])
 def promoted_mm_kernel(a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, a_scale_ptr,
                        b_scale_ptr, M, N, K, K_CHUNK, NUM_PROGRAMS,
                        stride_ps, stride_pm, stride_pn, stride_om, stride_on,

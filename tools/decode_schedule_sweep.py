@@ -23,7 +23,8 @@ The bits change by design, so the check is the contract itself, per arm: a greed
 generation's decode logprobs (one CUDA Graph step per token after the prompt's prefill) equal
 bit for bit the logprobs a cold prefill of prompt + generated tokens gives those tokens, and
 the ids match. Per arm and prefix, on a GPU: the host-timed step and the graph replay
-(`tools/profile_decode.py`'s decode_cell) and the ratio to shipped. On a CPU (`--device
+(`tools/profile_decode.py`'s decode_cell), the ratio to shipped, and a cold prefill of the
+prefix (a schedule moves it too). On a CPU (`--device
 cpu`, the interpreter, `synthetic:tiny-wide`, the SM90 tables) it runs the contract check
 only: the unit test runs that. There the split rule finds nothing to split (K below two
 BLOCK_K 256 tiles) and a 64-key segment needs a longer prompt than the interpreter runs in a
@@ -180,12 +181,26 @@ def contract_check(engine: Engine, prompt, tokens: int) -> dict:
             "compared": len(a), "differing_logprobs": differing}
 
 
+def prefill_ms(engine: Engine, prompt, repeats: int = 3) -> float:
+    """A cold prefill of `prompt` (one new token), median of `repeats` after a warm-up: a
+    segment or a split moves the prefill too, which `bench e2e`'s end-to-end gate counts."""
+    times = []
+    for _ in range(repeats + 1):
+        engine.flush_cache()
+        torch.cuda.synchronize()
+        started = time.perf_counter()
+        engine.generate([Request(prompt_ids=prompt, max_new_tokens=1)])
+        torch.cuda.synchronize()
+        times.append((time.perf_counter() - started) * 1e3)
+    return sorted(times[1:])[repeats // 2]
+
+
 def _markdown(result: dict) -> str:
     lines = [f"# Decode schedules in the step ({result['device']}, {result['model']})", "",
              "Batch-1 CUDA Graph decode, det mode; ratio: arm / shipped replay. Contract: the "
              "decode logprobs equal a cold prefill's of the same tokens, bit for bit.", "",
-             "| arm | contract | prefix | replay ms | step ms | replay ratio |",
-             "| --- | --- | --- | --- | --- | --- |"]
+             "| arm | contract | prefix | replay ms | step ms | replay ratio | prefill ms |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
     base = {c["prefix"]: c for c in result["arms"][0].get("cells", [])}
     for row in result["arms"]:
         check = row["check"]
@@ -197,7 +212,9 @@ def _markdown(result: dict) -> str:
         elif row["split_shapes"]:
             verdict += f"; split {', '.join(row['split_shapes'])}"
         for cell in row.get("cells") or [{}]:
-            lines.append(f"| {row['arm']} | {verdict} | {step_columns(cell, base)} |")
+            prefill = f"{cell['prefill_ms']:.2f}" if "prefill_ms" in cell else "-"
+            lines.append(f"| {row['arm']} | {verdict} | {step_columns(cell, base)} | "
+                         f"{prefill} |")
     lines += ["", control_verdict(CONTROL, result["control_flagged"])]
     return "\n".join(lines) + "\n"
 
@@ -226,8 +243,10 @@ def main(argv=None) -> int:
             row["split_shapes"] = sorted(policy.split_shapes)
             row["applied"] = applied(arm, policy, len(prompt))
             if gpu and arm != CONTROL:
-                row["cells"] = [profile.decode_cell(engine, prefix, vocab, args.tokens)
-                                for prefix in args.prefix]
+                row["cells"] = [
+                    {**profile.decode_cell(engine, prefix, vocab, args.tokens),
+                     "prefill_ms": prefill_ms(engine, profile._prompt(prefix, vocab))}
+                    for prefix in args.prefix]
         check = row["check"]
         print(f"{arm}: {'' if row['applied'] else 'NOT APPLIED, '}"
               f"contract {'kept' if check['equal'] else 'BROKEN'} "

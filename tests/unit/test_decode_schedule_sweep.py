@@ -103,3 +103,20 @@ def test_the_command_line_refuses_what_it_cannot_run(sweep, argv, message, capsy
         sweep.main(argv + ["--device", "cpu"])
     assert exit_info.value.code == 2
     assert message in capsys.readouterr().err
+
+
+def test_a_timed_run_reads_as_a_table(sweep):
+    # The GPU-only half of the report, on made-up times.
+    cell = {"prefix": 128, "replay_ms": 3.2, "step_ms": 3.3, "prefill_ms": 12.5}
+    rows = [{"arm": "shipped", "applied": True, "split_shapes": [], "cells": [cell],
+             "check": {"equal": True, "ids_equal": True, "compared": 16,
+                       "differing_logprobs": 0}},
+            {"arm": "split-o", "applied": True, "split_shapes": ["4096x4096"],
+             "cells": [{**cell, "replay_ms": 3.0}],
+             "check": {"equal": True, "ids_equal": True, "compared": 16,
+                       "differing_logprobs": 0}}]
+    markdown = sweep._markdown({"device": "test", "model": "m", "arms": rows,
+                                "control_flagged": True})
+    assert "| shipped | kept (16 logprobs) | 128 | 3.200 | 3.300 | 1.000 | 12.50 |" in markdown
+    assert "| split-o | kept (16 logprobs); split 4096x4096 | 128 | 3.000 | 3.300 | 0.938 |" \
+        in markdown

@@ -30,7 +30,8 @@ only: the unit test runs that. There the split rule finds nothing to split (K be
 BLOCK_K 256 tiles) and a 64-key segment needs a longer prompt than the interpreter runs in a
 test; an arm that changed nothing is reported as not applied, never as kept.
 
-Developer tool: writes decode_schedule.json and decode_schedule.md into OUT_DIR.
+Developer tool: writes decode_schedule.json and decode_schedule.md into OUT_DIR (and
+decode_schedule.partial.json after every arm, what a run cut off leaves).
     python tools/decode_schedule_sweep.py OUT_DIR [--model synthetic:qwen3-8b?seed=0]
         [--prefix 128,2048] [--tokens 32] [--arms shipped,split-o,...] [--device cuda|cpu]
 A winner is a table change (sm90.json) or ATTENTION_TILE's SEGMENT: result dependencies, so it
@@ -63,6 +64,7 @@ from det_suite.ops import linear as linear_ops  # noqa: E402
 from det_suite.policy import shipped_policy  # noqa: E402
 from det_suite.policy.table_format import entry_json, parse_entry  # noqa: E402
 from det_suite.policy.tiles import TilePolicy  # noqa: E402
+from det_suite.reports.files import write_json_atomic  # noqa: E402
 
 CONTROL = "control-decode-block-kv-32"
 # Arm -> (which M = 1 grids get split-K 2: "half" at most half the SMs, "few" fewer than all,
@@ -254,6 +256,9 @@ def main(argv=None) -> int:
               + (f"; split {', '.join(row['split_shapes'])}" if row["split_shapes"] else "")
               + profile.replay_summary(row["cells"]) + f" [{time.time() - t0:.0f}s]", flush=True)
         result["arms"].append(row)
+        # After every arm: a run cut off (a device call's limit) keeps the arms it finished;
+        # the verdict files are written at the end.
+        write_json_atomic(args.out_dir / "decode_schedule.partial.json", result)
         del engine
         profile.free_engine_memory()
     control = next(r for r in result["arms"] if r["arm"] == CONTROL)

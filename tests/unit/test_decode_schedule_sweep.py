@@ -77,18 +77,26 @@ def cpu_run(sweep, kernel_device, tmp_path_factory):
     status = sweep.main([str(out), "--device", "cpu", "--arms", "shipped"])
     import json
 
-    return status, json.loads((out / "decode_schedule.json").read_text())
+    return status, json.loads((out / "decode_schedule.json").read_text()), out
 
 
 def test_the_shipped_engine_decodes_as_it_prefills(cpu_run):
-    _status, result = cpu_run
+    _status, result, _out = cpu_run
     shipped = next(r for r in result["arms"] if r["arm"] == "shipped")
     print(shipped["check"])
     assert shipped["check"]["equal"] and shipped["check"]["compared"] >= 2
 
 
+def test_every_finished_arm_is_kept_on_disk(cpu_run):
+    _status, result, out = cpu_run
+    import json
+
+    partial = json.loads((out / "decode_schedule.partial.json").read_text())
+    assert [r["arm"] for r in partial["arms"]] == [r["arm"] for r in result["arms"]]
+
+
 def test_a_decode_only_tile_order_is_flagged(cpu_run, sweep):
-    status, result = cpu_run
+    status, result, _out = cpu_run
     control = next(r for r in result["arms"] if r["arm"] == sweep.CONTROL)
     assert control["applied"] and not control["check"]["equal"]
     assert result["control_flagged"] and status == 0

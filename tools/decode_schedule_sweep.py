@@ -46,6 +46,7 @@ import functools
 import sys
 import time
 from pathlib import Path
+from typing import NamedTuple
 
 from det_suite.bench.sweep_cli import (control_verdict, cpu_requested, finish, load_tool,
                                        parse_step_args, step_columns)
@@ -66,17 +67,24 @@ from det_suite.policy.table_format import entry_json, parse_entry  # noqa: E402
 from det_suite.policy.tiles import TilePolicy  # noqa: E402
 from det_suite.reports.files import write_json_atomic  # noqa: E402
 
+class Schedule(NamedTuple):
+    """What an arm changes; None: as shipped."""
+
+    split_rule: str | None = None        # split-K 2 for M = 1 grids of at most: "half" the
+                                         # SMs, or "few" (fewer than all of them)
+    segment: int | None = None           # attention SEGMENT, every attention kernel
+    decode_block_kv: int | None = None   # the decode attention's BLOCK_KV only
+
+
 CONTROL = "control-decode-block-kv-32"
-# Arm -> (which M = 1 grids get split-K 2: "half" at most half the SMs, "few" fewer than all,
-# None no split; attention SEGMENT or None; the decode attention's BLOCK_KV or None).
 ARM_SCHEDULES = {
-    "shipped": (None, None, None),
-    "split-o": ("half", None, None),
-    "split-few": ("few", None, None),
-    "segment-128": (None, 128, None),
-    "segment-64": (None, 64, None),
-    "split-few+segment-128": ("few", 128, None),
-    CONTROL: (None, None, 32),
+    "shipped": Schedule(),
+    "split-o": Schedule(split_rule="half"),
+    "split-few": Schedule(split_rule="few"),
+    "segment-128": Schedule(segment=128),
+    "segment-64": Schedule(segment=64),
+    "split-few+segment-128": Schedule(split_rule="few", segment=128),
+    CONTROL: Schedule(decode_block_kv=32),
 }
 ARMS = tuple(ARM_SCHEDULES)
 CPU_SM_COUNT = 132        # the H200's: the rule then sees what it would see there
@@ -134,21 +142,23 @@ class ScheduleArmPolicy(TilePolicy):
 def arm_policy(arm: str, sm_count: int) -> ScheduleArmPolicy:
     base = shipped_policy("sm90").on_device(sm_count)
     fields = {f.name: getattr(base, f.name) for f in dataclasses.fields(base)}
-    return ScheduleArmPolicy(**fields, programs=max_programs(ARM_SCHEDULES[arm][0], sm_count))
+    return ScheduleArmPolicy(**fields,
+                             programs=max_programs(ARM_SCHEDULES[arm].split_rule, sm_count))
 
 
 @contextlib.contextmanager
 def arm_schedule(arm: str, sm_count: int, attention):
     """The engine's GEMMs on the arm's table and its attention at the arm's tiles while
     inside (an engine captures its graphs at build time: build and run it inside)."""
-    _rule, segment, decode_block_kv = ARM_SCHEDULES[arm]
+    schedule = ARM_SCHEDULES[arm]
     policy = arm_policy(arm, sm_count)
     real = linear_ops._device_policy
     linear_ops._device_policy = lambda _type, _index: policy
-    decode_tiles = (attention.attention_tiles(("ATTENTION_SPLIT_TILE",), BLOCK_KV=decode_block_kv)
-                    if decode_block_kv else contextlib.nullcontext())
+    decode_tiles = (attention.attention_tiles(("ATTENTION_SPLIT_TILE",),
+                                              BLOCK_KV=schedule.decode_block_kv)
+                    if schedule.decode_block_kv else contextlib.nullcontext())
     try:
-        with attention.segment_tiles(segment), decode_tiles:
+        with attention.segment_tiles(schedule.segment), decode_tiles:
             yield policy
     finally:
         linear_ops._device_policy = real
@@ -157,10 +167,10 @@ def arm_schedule(arm: str, sm_count: int, attention):
 def applied(arm: str, policy: ScheduleArmPolicy, context: int) -> bool:
     """Whether the arm changed anything the check ran: a split where some GEMM was split, a
     segment or decode tile where the context is longer than it."""
-    rule, segment, decode_block_kv = ARM_SCHEDULES[arm]
-    return ((rule is None or bool(policy.split_shapes))
-            and (segment is None or context > segment)
-            and (decode_block_kv is None or context > decode_block_kv))
+    schedule = ARM_SCHEDULES[arm]
+    return ((schedule.split_rule is None or bool(policy.split_shapes))
+            and (schedule.segment is None or context > schedule.segment)
+            and (schedule.decode_block_kv is None or context > schedule.decode_block_kv))
 
 
 def contract_check(engine: Engine, prompt, tokens: int) -> dict:
@@ -183,18 +193,12 @@ def contract_check(engine: Engine, prompt, tokens: int) -> dict:
             "compared": len(a), "differing_logprobs": differing}
 
 
-def prefill_ms(engine: Engine, prompt, repeats: int = 3) -> float:
-    """A cold prefill of `prompt` (one new token), median of `repeats` after a warm-up: a
-    segment or a split moves the prefill too, which `bench e2e`'s end-to-end gate counts."""
-    times = []
-    for _ in range(repeats + 1):
-        engine.flush_cache()
-        torch.cuda.synchronize()
-        started = time.perf_counter()
-        engine.generate([Request(prompt_ids=prompt, max_new_tokens=1)])
-        torch.cuda.synchronize()
-        times.append((time.perf_counter() - started) * 1e3)
-    return sorted(times[1:])[repeats // 2]
+def prefill_ms(profile, engine: Engine, prompt, repeats: int = 3) -> float:
+    """A cold prefill of `prompt` (profile_decode's generate_ms of one new token), median of
+    `repeats` after a warm-up: a segment or a split moves the prefill too, which `bench e2e`'s
+    end-to-end gate counts."""
+    profile.generate_ms(engine, prompt, 1)
+    return sorted(profile.generate_ms(engine, prompt, 1) for _ in range(repeats))[repeats // 2]
 
 
 def _markdown(result: dict) -> str:
@@ -237,8 +241,7 @@ def main(argv=None) -> int:
         with arm_schedule(arm, sm_count, attention) as policy:
             engine = Engine(ckpt, mode="det", cuda_graph=gpu, graph_batch_sizes=(1,),
                             max_seq_len=4096 if gpu else 96, device=args.device)
-            row = {"arm": arm, "schedule": dict(zip(("split_rule", "segment", "decode_block_kv"),
-                                                    ARM_SCHEDULES[arm])),
+            row = {"arm": arm, "schedule": ARM_SCHEDULES[arm]._asdict(),
                    "check": contract_check(engine, prompt,
                                            CHECK_TOKENS if gpu else CPU_CHECK_TOKENS),
                    "cells": []}
@@ -247,7 +250,7 @@ def main(argv=None) -> int:
             if gpu and arm != CONTROL:
                 row["cells"] = [
                     {**profile.decode_cell(engine, prefix, vocab, args.tokens),
-                     "prefill_ms": prefill_ms(engine, profile._prompt(prefix, vocab))}
+                     "prefill_ms": prefill_ms(profile, engine, profile._prompt(prefix, vocab))}
                     for prefix in args.prefix]
         check = row["check"]
         print(f"{arm}: {'' if row['applied'] else 'NOT APPLIED, '}"

@@ -220,7 +220,8 @@ def main(argv=None) -> int:
                                                     args.tokens) for prefix in args.prefix]
             print(f"{arm}: {'same bits' if row['equal'] else 'DIFFERENT bits'}, "
                   f"{fused} fused launches"
-                  + profile.replay_summary(row["cells"]) + f" [{time.time() - t0:.0f}s]", flush=True)
+                  + profile.replay_summary(row["cells"]) + f" [{time.time() - t0:.0f}s]",
+                  flush=True)
             result["arms"].append(row)
             del engine
             profile.free_engine_memory()

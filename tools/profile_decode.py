@@ -46,20 +46,20 @@ def _prompt(prefix: int, vocab: int) -> tuple[int, ...]:
     return tuple(torch.randint(0, vocab, (prefix,), generator=g).tolist())
 
 
-def _step_ms(engine: Engine, prompt, tokens: int) -> float:
+def generate_ms(engine: Engine, prompt, tokens: int) -> float:
+    """Milliseconds of one cold `Engine.generate` of `prompt` and `tokens` new tokens (the
+    prefix cache flushed first); tokens=1 is the prefill alone."""
     engine.flush_cache()
     torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    engine.generate([Request(prompt_ids=prompt, max_new_tokens=1)])
-    torch.cuda.synchronize()
-    t1 = time.perf_counter()
-    engine.flush_cache()
-    torch.cuda.synchronize()
-    t2 = time.perf_counter()
+    started = time.perf_counter()
     engine.generate([Request(prompt_ids=prompt, max_new_tokens=tokens)])
     torch.cuda.synchronize()
-    t3 = time.perf_counter()
-    return ((t3 - t2) - (t1 - t0)) * 1e3 / (tokens - 1)
+    return (time.perf_counter() - started) * 1e3
+
+
+def _step_ms(engine: Engine, prompt, tokens: int) -> float:
+    prefill = generate_ms(engine, prompt, 1)
+    return (generate_ms(engine, prompt, tokens) - prefill) / (tokens - 1)
 
 
 def _set_context(engine: Engine, prefix: int) -> None:

@@ -49,13 +49,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import functools
 import sys
 from dataclasses import replace
 from pathlib import Path
 
 
 from det_suite.bench.sweep_cli import (add_device_option, control_verdict, cpu_requested,
-                                       finish, int_list, same_bits, wants_gpu)
+                                       finish, int_list, load_tool, same_bits, wants_gpu)
 
 if __name__ == "__main__" and cpu_requested(sys.argv[1:]):
     # The interpreter must be chosen before Triton is imported (platform/interpreter.py).
@@ -86,7 +87,11 @@ ARMS = {
 CONTROL = "control-block-kv-32"   # must differ: the harness can see a changed order
 # Arm -> the SEGMENT every attention kernel runs with (`segment_tiles`): a new canonical order.
 SEGMENT_ARMS = {"segment-128": 128, "segment-64": 64}
-ALL_ARMS = (*ARMS, *SEGMENT_ARMS)
+# Arm -> whether the folded kernel (tools/attention_fold_kernel.py: the combine done by each
+# row's last-arriving segment program, one launch) waits with programmatic dependent launch.
+FOLD_ARMS = {"fold": False, "fold-pdl": True}
+ALL_ARMS = (*ARMS, *SEGMENT_ARMS, *FOLD_ARMS)
+COMBINE_KERNEL = "bi_paged_attention_combine_kernel"
 
 
 ATTENTION_TILE_NAMES = ("ATTENTION_TILE", "ATTENTION_SPLIT_TILE", "ATTENTION_COMBINE_TILE")
@@ -118,11 +123,59 @@ def segment_tiles(segment: int | None):
     return attention_tiles(SEGMENT=segment)
 
 
+@functools.lru_cache(maxsize=None)
+def _fold_kernel():
+    # Loaded once: a second load would be a new JIT function, compiled again.
+    return load_tool(Path(__file__).with_name("attention_fold_kernel.py")
+                     ).bi_paged_attention_fold_kernel
+
+
+def fold_launcher(pdl: bool, launches: list | None = None):
+    """A `paged_attention` launcher that replaces the split shape's two launches (the split
+    kernel, then the combine) by one launch of the folded kernel on the split grid, with the
+    split's arguments and constexprs and the combine's output and epilogue; every other
+    kernel as the op launches it. The folded launches made are appended to `launches`
+    (default: a new list), also `launcher.launches`. The arrival counters are
+    `ops.launch.split_k_counters`' buffer: its users leave it at zero and never overlap (a
+    PDL launch waits for the previous grid before touching memory)."""
+    from det_suite.ops.bi_launch_spec import pdl_launch
+    from det_suite.ops.launch import programmatic_launch, split_k_counters
+
+    fold_kernel = _fold_kernel()
+    pending = []
+    launches = [] if launches is None else launches
+
+    def launcher(kernel, call, args, keywords):
+        if call.kernel == SPLIT_KERNEL:
+            pending.append((call.grid, args, keywords))  # launched with the combine's output
+            return None
+        if call.kernel != COMBINE_KERNEL:
+            return kernel[call.grid](*args, **keywords)
+        grid, split_args, split_keywords = pending.pop()
+        named = dict(zip((name for name, _ in call.args), args))
+        rows, groups, _segments = grid
+        device = named["q_ptr"].device
+        counters = split_k_counters(device, rows * groups)
+        outputs = [named[name] for name in ("out_ptr", "out_scale_ptr", "stride_ot",
+                                            "stride_oh")]
+        # Where the ops launch plainly (the interpreter, a GPU before SM90), so does the arm.
+        pdl_constexprs, pdl_options = pdl_launch(pdl and programmatic_launch(device))
+        launches.append(fold_kernel.__name__)
+        return fold_kernel[grid](*split_args, counters, *outputs, **split_keywords,
+                                 QUANTIZE_OUT=keywords["QUANTIZE_OUT"],
+                                 FP8_MAX=keywords["FP8_MAX"], **dict(pdl_constexprs),
+                                 **dict(pdl_options))
+    launcher.launches = launches
+    return launcher
+
+
 def arm_launcher(arm: str):
     """A `paged_attention` launcher that launches the split kernel as `arm` says and every
     other kernel as the op does."""
     if arm not in ALL_ARMS:
         raise ValueError(f"arm must be one of {', '.join(ALL_ARMS)}; got {arm!r}")
+    if arm in FOLD_ARMS:
+        return fold_launcher(FOLD_ARMS[arm])
     options = ARMS.get(arm, {})
 
     def launcher(kernel, call, args, keywords):

@@ -15,6 +15,9 @@ Graph decode step of the embedded engine:
                           (also q/k/v, 96 programs)
 - segment-128/64:         every attention kernel at that SEGMENT
 - split-few+segment-128:  both
+- fold-attention:         the decode attention's combine done by each row's last segment
+                          program (one launch instead of two; the shipped bits)
+- fold-attention+split-few: both
 - control-decode-block-kv-32: the decode attention (split kernel) in 32-key tiles, the
                           prefill in 64: an order that follows the call's shape, which the
                           check must flag
@@ -61,6 +64,7 @@ import torch  # noqa: E402 - after the interpreter switch
 from det_suite.backends.interface import Request  # noqa: E402
 from det_suite.engine import Engine  # noqa: E402
 from det_suite.models.spec import load_model  # noqa: E402
+from det_suite.ops import batch_invariant  # noqa: E402
 from det_suite.ops import linear as linear_ops  # noqa: E402
 from det_suite.policy import shipped_policy  # noqa: E402
 from det_suite.policy.table_format import entry_json, parse_entry  # noqa: E402
@@ -74,6 +78,9 @@ class Schedule(NamedTuple):
                                          # SMs, or "few" (fewer than all of them)
     segment: int | None = None           # attention SEGMENT, every attention kernel
     decode_block_kv: int | None = None   # the decode attention's BLOCK_KV only
+    fold_attention: bool = False         # the combine in the split kernel's last program
+                                         # (tools/attention_fold_kernel.py, with PDL where
+                                         # the ops use it)
 
 
 CONTROL = "control-decode-block-kv-32"
@@ -84,6 +91,8 @@ ARM_SCHEDULES = {
     "segment-128": Schedule(segment=128),
     "segment-64": Schedule(segment=64),
     "split-few+segment-128": Schedule(split_rule="few", segment=128),
+    "fold-attention": Schedule(fold_attention=True),
+    "fold-attention+split-few": Schedule(split_rule="few", fold_attention=True),
     CONTROL: Schedule(decode_block_kv=32),
 }
 ARMS = tuple(ARM_SCHEDULES)
@@ -129,6 +138,8 @@ class ScheduleArmPolicy(TilePolicy):
     programs: int = 0
     # The (N, K) shapes it split, as the engine asked for them: what the report names.
     split_shapes: set = dataclasses.field(default_factory=set, compare=False, hash=False)
+    # The folded attention launches made (arms with fold_attention).
+    fold_launches: list = dataclasses.field(default_factory=list, compare=False, hash=False)
 
     def entry(self, n: int, k: int):
         base = super().entry(n, k)
@@ -152,8 +163,15 @@ def arm_schedule(arm: str, sm_count: int, attention):
     inside (an engine captures its graphs at build time: build and run it inside)."""
     schedule = ARM_SCHEDULES[arm]
     policy = arm_policy(arm, sm_count)
-    real = linear_ops._device_policy
+    real, real_launch = linear_ops._device_policy, batch_invariant._launch
     linear_ops._device_policy = lambda _type, _index: policy
+    if schedule.fold_attention:
+        fold = attention.fold_launcher(pdl=True, launches=policy.fold_launches)
+
+        def launch(call, tensors, launcher):
+            folded = call.kernel in (attention.SPLIT_KERNEL, attention.COMBINE_KERNEL)
+            return real_launch(call, tensors, fold if folded else launcher)
+        batch_invariant._launch = launch
     decode_tiles = (attention.attention_tiles(("ATTENTION_SPLIT_TILE",),
                                               BLOCK_KV=schedule.decode_block_kv)
                     if schedule.decode_block_kv else contextlib.nullcontext())
@@ -161,14 +179,16 @@ def arm_schedule(arm: str, sm_count: int, attention):
         with attention.segment_tiles(schedule.segment), decode_tiles:
             yield policy
     finally:
-        linear_ops._device_policy = real
+        linear_ops._device_policy, batch_invariant._launch = real, real_launch
 
 
 def applied(arm: str, policy: ScheduleArmPolicy, context: int) -> bool:
     """Whether the arm changed anything the check ran: a split where some GEMM was split, a
-    segment or decode tile where the context is longer than it."""
+    folded attention where it launched, a segment or decode tile where the context is longer
+    than it."""
     schedule = ARM_SCHEDULES[arm]
     return ((schedule.split_rule is None or bool(policy.split_shapes))
+            and (not schedule.fold_attention or bool(policy.fold_launches))
             and (schedule.segment is None or context > schedule.segment)
             and (schedule.decode_block_kv is None or context > schedule.decode_block_kv))
 
@@ -246,6 +266,7 @@ def main(argv=None) -> int:
                                            CHECK_TOKENS if gpu else CPU_CHECK_TOKENS),
                    "cells": []}
             row["split_shapes"] = sorted(policy.split_shapes)
+            row["fold_launches"] = len(policy.fold_launches)
             row["applied"] = applied(arm, policy, len(prompt))
             if gpu and arm != CONTROL:
                 row["cells"] = [

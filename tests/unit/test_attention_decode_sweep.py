@@ -34,12 +34,36 @@ def comparison(sweep, kernel_device):
     return result
 
 
-CANDIDATES = ["one-head", "stages-1", "stages-3", "warps-8", "block-q-16"]
+CANDIDATES = ["one-head", "stages-1", "stages-3", "warps-8", "block-q-16", "fold", "fold-pdl"]
 
 
 @pytest.mark.parametrize("arm", CANDIDATES)
 def test_a_candidate_gives_the_shipped_bits(comparison, arm):
     assert comparison[arm]["equal"], comparison[arm]
+
+
+@pytest.mark.parametrize("prefix", [40, 300], ids=["one-segment", "two-segments"])
+@pytest.mark.parametrize("quantize", [False, True], ids=["bf16-out", "fp8-out"])
+def test_the_folded_attention_is_one_launch_with_the_shipped_bits(sweep, kernel_device,
+                                                                   prefix, quantize):
+    import torch
+
+    from det_suite.ops.launch import split_k_counters
+
+    call = sweep.DecodeCall(prefix=prefix, batch=2, heads=HEADS, device=kernel_device)
+    out_scale = (torch.tensor([0.02], device=kernel_device) if quantize else None)
+
+    def attention(launcher=None):
+        extra = {} if launcher is None else {"launcher": launcher}
+        return sweep.paged_attention(call.q, call.k, call.v, call.tables, call.context,
+                                     call.starts, call.scale, out_scale=out_scale, **extra)
+
+    fold = sweep.fold_launcher(pdl=False)
+    folded, shipped = attention(fold), attention()
+    assert fold.launches == ["bi_paged_attention_fold_kernel"]
+    assert torch.equal(folded.view(torch.uint8), shipped.view(torch.uint8))
+    # Every arrival counter re-armed: the next launch (a graph replay) starts from zero.
+    assert not split_k_counters(call.q.device, 1).any()
 
 
 def test_the_control_arm_is_flagged(comparison, sweep):

@@ -74,7 +74,7 @@ def cpu_run(sweep, kernel_device, tmp_path_factory):
         pytest.skip("the --device cpu run needs Triton's interpreter; a GPU session runs the "
                     "sweep itself on the H200")
     out = tmp_path_factory.mktemp("decode_schedule")
-    status = sweep.main([str(out), "--device", "cpu", "--arms", "shipped"])
+    status = sweep.main([str(out), "--device", "cpu", "--arms", "shipped,fold-attention"])
     import json
 
     return status, json.loads((out / "decode_schedule.json").read_text()), out
@@ -85,6 +85,14 @@ def test_the_shipped_engine_decodes_as_it_prefills(cpu_run):
     shipped = next(r for r in result["arms"] if r["arm"] == "shipped")
     print(shipped["check"])
     assert shipped["check"]["equal"] and shipped["check"]["compared"] >= 2
+
+
+def test_the_folded_attention_ran_and_keeps_the_contract(cpu_run):
+    _status, result, _out = cpu_run
+    fold = next(r for r in result["arms"] if r["arm"] == "fold-attention")
+    print(fold["fold_launches"], fold["check"])
+    assert fold["applied"] and fold["fold_launches"] > 0
+    assert fold["check"]["equal"] and fold["check"]["compared"] >= 2
 
 
 def test_every_finished_arm_is_kept_on_disk(cpu_run):

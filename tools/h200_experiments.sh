@@ -6,6 +6,7 @@
 #   OUT=... tools/h200_experiments.sh step           # the decode step's schedules, the attention
 #   OUT=... tools/h200_experiments.sh gemm-named     # FP32 promotion interval, Qwen3-8B shapes
 #   OUT=... tools/h200_experiments.sh gemm-unnamed   # the same on eight shapes no entry names
+#   OUT=... tools/h200_experiments.sh gemm-pingpong  # two math warpgroups, all twelve shapes
 #   tools/h200_experiments.sh flags                  # parse every command line, run nothing
 #
 # step: tools/decode_schedule_sweep.py (split-K for GEMMs whose decode grid leaves SMs idle,
@@ -16,6 +17,11 @@
 #       256 and 512, decode splits 2 and 4, against the shipped launch and torch._scaled_mm;
 #       estimate 3-5 min each, most of it compiling). Its cells are appended to
 #       promotion_interval.cells.jsonl as they finish, so a run cut off keeps them.
+# gemm-pingpong: tools/pingpong_gemm_sweep.py (Gluon, FP32 promotion on two out-of-phase
+#       math warpgroups, plain and persistent grids); first one M on the Qwen3-8B shapes
+#       under a short limit (a barrier bug hangs, it must not eat the call), then all twelve
+#       shapes at M = 128..8192 (estimate 5-7 min). Seven files come back, within the eight a
+#       call returns.
 #
 # Nothing here is a result dependency, and none of it changes det_suite: a winner moves into
 # det_suite with a full evidence run (tools/h200_evidence.sh, tools/h200_model_runs.sh).
@@ -29,8 +35,9 @@ PYTHON=${PYTHON:-python3}
 phase=${1:-}
 
 case "$phase" in
-  step|gemm-named|gemm-unnamed|flags) ;;
-  *) echo "usage: OUT=DIR $0 step|gemm-named|gemm-unnamed, or $0 flags" >&2; exit 2 ;;
+  step|gemm-named|gemm-unnamed|gemm-pingpong|flags) ;;
+  *) echo "usage: OUT=DIR $0 step|gemm-named|gemm-unnamed|gemm-pingpong, or $0 flags" >&2
+     exit 2 ;;
 esac
 
 # The steps' command lines: name, limit in seconds, tool, its arguments after OUT_DIR.
@@ -38,12 +45,15 @@ STEPS_step=("decode_schedule 420 decode_schedule_sweep"
             "attention_sweep 150 attention_decode_sweep")
 STEPS_gemm_named=("promotion_named 560 promotion_interval_sweep --set named")
 STEPS_gemm_unnamed=("promotion_unnamed 560 promotion_interval_sweep --set unnamed")
+STEPS_gemm_pingpong=("pingpong_smoke 90 pingpong_gemm_sweep --set named --ms 512"
+                     "pingpong 470 pingpong_gemm_sweep --set all")
 
 if [ "$phase" = flags ]; then
   # Every tool imports and offers every option its step passes (a renamed flag fails here,
   # on a CPU, not in a device call).
   status=0
-  for line in "${STEPS_step[@]}" "${STEPS_gemm_named[@]}" "${STEPS_gemm_unnamed[@]}"; do
+  for line in "${STEPS_step[@]}" "${STEPS_gemm_named[@]}" "${STEPS_gemm_unnamed[@]}" \
+              "${STEPS_gemm_pingpong[@]}"; do
     read -r name _limit tool args <<<"$line"
     if ! help=$("$PYTHON" "tools/$tool.py" --help 2>/dev/null); then
       echo "flags: $tool --help failed" >&2

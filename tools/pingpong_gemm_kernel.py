@@ -10,6 +10,12 @@ on its own, so the two may drift apart by up to the ring's depth; with STAGGER =
 second starts s K steps behind the first, so one partition's promotion wait overlaps the other's
 MMAs instead of leaving the tensor cores idle.
 
+The grid decides persistence: a program walks the tiles pid, pid + grid, ... (grouped order),
+so a grid of one program per tile is the plain launch and a grid of one program per SM keeps
+each SM's ring filling the next tile's stages while the math partitions store the last one.
+The grid must not exceed the tile count (a program without a tile would leave the second math
+partition waiting for the first).
+
 The arithmetic per output element is the shipped kernel's (fp8_tma_program.py with the
 family's PROMOTE_K): intervals of PROMOTE_K elements of K in ascending order, each summed by
 the MMA from zero in k32 steps (the first with its accumulator input off), steps past K
@@ -28,18 +34,17 @@ MATH_ROWS = gl.constexpr(64)  # one warpgroup's wgmma rows
 
 
 @gluon.jit
-def _tile_coordinates(M, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
+def _tile_coordinates(tile, M, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
                       GROUP_M: gl.constexpr):
     # tile_order.grouped_tile_coordinates: GROUP_M row tiles walk the columns together so
     # their weight tiles stay in L2.
-    pid = gl.program_id(0)
     num_pid_m = gl.cdiv(M, BLOCK_M)
     num_pid_n = gl.cdiv(N, BLOCK_N)
     num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    first_pid_m = (tile // num_pid_in_group) * GROUP_M
     group_size_m = gl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-    pid_n = (pid % num_pid_in_group) // group_size_m
+    pid_m = first_pid_m + ((tile % num_pid_in_group) % group_size_m)
+    pid_n = (tile % num_pid_in_group) // group_size_m
     return pid_m * BLOCK_M, pid_n * BLOCK_N
 
 
@@ -47,20 +52,26 @@ def _tile_coordinates(M, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
 def _load_partition(a_desc, b_desc, a_bufs, b_bufs, ready_bars, empty_bars, M, N, K,
                     BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr, BLOCK_K: gl.constexpr,
                     PROMOTE_K: gl.constexpr, GROUP_M: gl.constexpr, STAGES: gl.constexpr):
-    off_m, off_n = _tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    num_tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
     # Whole intervals: the last one's steps past K load TMA's zero fill, as the shipped
     # BLOCK_K = PROMOTE_K tile's last dot does.
     num_steps = gl.cdiv(K, PROMOTE_K) * (PROMOTE_K // BLOCK_K)
-    for step in range(num_steps):
-        stage = step % STAGES
-        # mbarriers start with phase 1 complete: the first pass over the ring does not wait.
-        mbarrier.wait(empty_bars.index(stage), ((step // STAGES) & 1) ^ 1)
-        ready = ready_bars.index(stage)
-        mbarrier.expect(ready, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
-        tma.async_copy_global_to_shared(a_desc, [off_m, step * BLOCK_K], ready,
-                                        a_bufs.index(stage))
-        tma.async_copy_global_to_shared(b_desc, [off_n, step * BLOCK_K], ready,
-                                        b_bufs.index(stage))
+    done = 0  # tiles this program has loaded: the ring's position runs on across tiles
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        off_m, off_n = _tile_coordinates(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        for k_step in range(num_steps):
+            step = done * num_steps + k_step
+            stage = step % STAGES
+            # mbarriers start with phase 1 complete: the first pass over the ring does not
+            # wait.
+            mbarrier.wait(empty_bars.index(stage), ((step // STAGES) & 1) ^ 1)
+            ready = ready_bars.index(stage)
+            mbarrier.expect(ready, a_desc.block_type.nbytes + b_desc.block_type.nbytes)
+            tma.async_copy_global_to_shared(a_desc, [off_m, k_step * BLOCK_K], ready,
+                                            a_bufs.index(stage))
+            tma.async_copy_global_to_shared(b_desc, [off_n, k_step * BLOCK_K], ready,
+                                            b_bufs.index(stage))
+        done += 1
 
 
 @gluon.jit
@@ -72,45 +83,52 @@ def _math_partition(a_bufs, b_bufs, ready_bars, empty_bars, go_bar, out_ptr, a_s
     STEPS_PER_INTERVAL: gl.constexpr = PROMOTE_K // BLOCK_K
     mma_layout: gl.constexpr = gl.NVMMADistributedLayout(
         version=[3, 0], warps_per_cta=[4, 1], instr_shape=[16, BLOCK_N, 32])
-    off_m, off_n = _tile_coordinates(M, N, BLOCK_M, BLOCK_N, GROUP_M)
-    num_steps = gl.cdiv(K, PROMOTE_K) * STEPS_PER_INTERVAL
+    num_tiles = gl.cdiv(M, BLOCK_M) * gl.cdiv(N, BLOCK_N)
+    num_intervals = gl.cdiv(K, PROMOTE_K)
+    num_steps = num_intervals * STEPS_PER_INTERVAL
     if STAGGER > 0:
-        # The second warpgroup starts once the first has finished STAGGER - 1 K steps and
-        # issued the next (fewer when K is shorter, so it always starts).
+        # The second warpgroup starts once the first has finished STAGGER - 1 K steps of its
+        # first tile and issued the next (fewer when K is shorter, so it always starts). The
+        # offset then holds across tiles: a stage is refilled only once both released it.
         if HALF == 1:
             mbarrier.wait(go_bar, 0)
-    acc = gl.zeros((MATH_ROWS, BLOCK_N), gl.float32, mma_layout)
-    part = gl.zeros((MATH_ROWS, BLOCK_N), gl.float32, mma_layout)
-    for interval in range(gl.cdiv(K, PROMOTE_K)):
-        for t in gl.static_range(STEPS_PER_INTERVAL):
-            step = interval * STEPS_PER_INTERVAL + t
-            stage = step % STAGES
-            mbarrier.wait(ready_bars.index(stage), (step // STAGES) & 1)
-            a_rows = a_bufs.index(stage).slice(HALF * MATH_ROWS, MATH_ROWS)
-            b_cols = b_bufs.index(stage).permute((1, 0))
-            part = warpgroup_mma(a_rows, b_cols, part, use_acc=t > 0, is_async=True)
-            if t > 0:
-                # The previous step's MMAs are done with their stage.
-                part = warpgroup_mma_wait(num_outstanding=1, deps=[part])
-                mbarrier.arrive(empty_bars.index((step - 1) % STAGES), count=1)
-            if STAGGER > 0:
-                if HALF == 0:
-                    mbarrier.arrive(go_bar, count=1,
-                                    pred=step == gl.minimum(STAGGER, num_steps) - 1)
-        part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
-        last = (interval + 1) * STEPS_PER_INTERVAL - 1
-        mbarrier.arrive(empty_bars.index(last % STAGES), count=1)
-        acc = acc + part
-    offs_m = off_m + HALF * MATH_ROWS + gl.arange(0, MATH_ROWS,
-                                                   layout=gl.SliceLayout(1, mma_layout))
-    offs_n = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma_layout))
     scale = gl.load(a_scale_ptr) * gl.load(b_scale_ptr)
-    out = acc * scale
-    row_in_range = offs_m < M
-    col_in_range = offs_n < N
-    gl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
-             out.to(out_ptr.dtype.element_ty),
-             mask=row_in_range[:, None] & col_in_range[None, :])
+    done = 0  # tiles this partition has finished: the ring's position runs on across tiles
+    for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
+        off_m, off_n = _tile_coordinates(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        first_step = done * num_steps
+        acc = gl.zeros((MATH_ROWS, BLOCK_N), gl.float32, mma_layout)
+        part = gl.zeros((MATH_ROWS, BLOCK_N), gl.float32, mma_layout)
+        for interval in range(num_intervals):
+            for t in gl.static_range(STEPS_PER_INTERVAL):
+                step = first_step + interval * STEPS_PER_INTERVAL + t
+                stage = step % STAGES
+                mbarrier.wait(ready_bars.index(stage), (step // STAGES) & 1)
+                a_rows = a_bufs.index(stage).slice(HALF * MATH_ROWS, MATH_ROWS)
+                b_cols = b_bufs.index(stage).permute((1, 0))
+                part = warpgroup_mma(a_rows, b_cols, part, use_acc=t > 0, is_async=True)
+                if t > 0:
+                    # The previous step's MMAs are done with their stage.
+                    part = warpgroup_mma_wait(num_outstanding=1, deps=[part])
+                    mbarrier.arrive(empty_bars.index((step - 1) % STAGES), count=1)
+                if STAGGER > 0:
+                    if HALF == 0:
+                        mbarrier.arrive(go_bar, count=1,
+                                        pred=step == gl.minimum(STAGGER, num_steps) - 1)
+            part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
+            last = first_step + (interval + 1) * STEPS_PER_INTERVAL - 1
+            mbarrier.arrive(empty_bars.index(last % STAGES), count=1)
+            acc = acc + part
+        offs_m = off_m + HALF * MATH_ROWS + gl.arange(0, MATH_ROWS,
+                                                       layout=gl.SliceLayout(1, mma_layout))
+        offs_n = off_n + gl.arange(0, BLOCK_N, layout=gl.SliceLayout(0, mma_layout))
+        out = acc * scale
+        row_in_range = offs_m < M
+        col_in_range = offs_n < N
+        gl.store(out_ptr + offs_m[:, None] * stride_om + offs_n[None, :] * stride_on,
+                 out.to(out_ptr.dtype.element_ty),
+                 mask=row_in_range[:, None] & col_in_range[None, :])
+        done += 1
 
 
 @gluon.jit(do_not_specialize=["M"])

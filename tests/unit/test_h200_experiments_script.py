@@ -27,7 +27,7 @@ def test_every_step_parses(tmp_path):
     assert done.returncode == 0, done.stderr
     steps = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("ok:")]
     assert steps == ["decode_schedule:", "attention_sweep:", "promotion_named:",
-                     "promotion_unnamed:"]
+                     "promotion_unnamed:", "pingpong_smoke:", "pingpong:"]
 
 
 @pytest.mark.parametrize("args, out, message", [
@@ -51,3 +51,14 @@ def test_a_phase_records_each_steps_status(tmp_path, kernel_device):
     name, status, _seconds = (tmp_path / "steps.tsv").read_text().split()
     assert (name, status) == ("promotion_named", "2")
     assert "no CUDA device here" in (tmp_path / "promotion_named.log").read_text()
+
+
+def test_the_pingpong_phase_refuses_without_an_sm90_gpu_in_both_steps(tmp_path, kernel_device):
+    if kernel_device != "cpu":
+        pytest.skip("on a GPU this would run the sweep itself")
+    done = _run(["gemm-pingpong"], tmp_path)
+    assert done.returncode == 1
+    rows = [line.split("\t") for line in (tmp_path / "steps.tsv").read_text().splitlines()]
+    assert [(name, status) for name, status, _seconds in rows] == [
+        ("pingpong_smoke", "2"), ("pingpong", "2")]
+    assert "needs an SM90 GPU" in (tmp_path / "pingpong.log").read_text()

@@ -1,6 +1,7 @@
-"""tools/pingpong_gemm_sweep.py --cross-compile: every arm of the two-warpgroup promotion
-kernel compiles for sm_90a with Triton's ptxas, without spills or serialised wgmma, and each
-math partition issues one interval's k32 MMA steps.
+"""tools/pingpong_gemm_sweep.py. With --cross-compile, every arm of the two-warpgroup
+promotion kernel compiles for sm_90a with Triton's ptxas, without spills or serialised wgmma,
+and each math partition issues one interval's k32 MMA steps. Its summary takes an arm into
+the `either` policy only where the arm gave the shipped bits.
 
 Gluon kernels do not run under Triton's interpreter, so on the CPU what can be checked is
 the compiled program; the bits and times are the GPU sweep's (it checks the shipped bits per
@@ -58,3 +59,51 @@ def test_each_math_partition_issues_one_interval_of_k32_steps(cross_compiled):
     for row in report["arms"]:
         expected = MATH_PARTITIONS * row["config"]["promote_k"] // K_STEP
         assert row["wgmma"] == expected, row["arm"]
+
+
+def _arm(us, promote_k=256, equals_shipped=None, tag="arm"):
+    row = {"arm": tag, "us": us, "config": {"promote_k": promote_k}}
+    if equals_shipped is not None:
+        row["equals_shipped"] = equals_shipped
+    return row
+
+
+def _shape(cells, control_flagged=True):
+    return {"cells": cells, "compared": 0, "differ": 0, "control_flagged": control_flagged}
+
+
+@pytest.fixture(scope="module")
+def sweep():
+    from det_suite.bench.sweep_cli import load_tool
+
+    return load_tool(TOOL)
+
+
+@pytest.mark.parametrize("arms, either", [
+    ([_arm(8.0, equals_shipped=True)], 0.8),
+    ([_arm(8.0, equals_shipped=False)], 1.0),
+    ([_arm(8.0)], 1.0),
+    ([_arm(8.0, promote_k=512)], 1.0),
+    ([_arm(12.0, equals_shipped=True)], 1.0),
+], ids=["faster-same-bits", "faster-other-bits", "bits-unchecked", "other-interval",
+        "slower-same-bits"])
+def test_the_either_policy_takes_an_arm_only_with_the_shipped_bits(sweep, arms, either):
+    cell = {"m": 512, "torch_us": 10.0, "shipped_us": 10.0, "arms": arms}
+    summary = sweep.summarize([_shape([cell])])
+    assert summary["either_geomean"] == pytest.approx(either)
+    assert summary["by_m"][512]["shipped"] == pytest.approx(1.0)
+
+
+def test_the_fastest_arm_per_cell_is_counted_with_the_shipped_tile_as_a_contender(sweep):
+    cells = [{"m": 128, "torch_us": 1.0, "shipped_us": 1.0, "arms": [_arm(2.0, tag="a")]},
+             {"m": 512, "torch_us": 1.0, "shipped_us": 3.0, "arms": [_arm(2.0, tag="a")]}]
+    assert sweep.summarize([_shape(cells)])["best_arm_count"] == {"shipped": 1, "a": 1}
+
+
+def test_the_markdown_says_when_the_control_was_not_flagged(sweep):
+    cell = {"n": 64, "k": 256, "m": 128, "torch_us": 1.0, "shipped_us": 1.0, "arms": []}
+    summary = sweep.summarize([_shape([cell], control_flagged=False)])
+    text = sweep.render_markdown({"device": "cpu", "summary": summary, "shapes": [
+        {"cells": [cell]}], "control_flagged": summary["control_flagged"]})
+    assert "not to be trusted" in text
+    assert "| 128 | 1.000 | - | 1.000 |" in text

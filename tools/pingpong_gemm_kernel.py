@@ -30,22 +30,9 @@ from triton.experimental.gluon import language as gl
 from triton.experimental.gluon.language.nvidia.hopper import (mbarrier, tma, warpgroup_mma,
                                                               warpgroup_mma_wait)
 
+from persistent_tile_order import tile_coordinates  # tools/ is on sys.path (the sweep's)
+
 MATH_ROWS = gl.constexpr(64)  # one warpgroup's wgmma rows
-
-
-@gluon.jit
-def _tile_coordinates(tile, M, N, BLOCK_M: gl.constexpr, BLOCK_N: gl.constexpr,
-                      GROUP_M: gl.constexpr):
-    # tile_order.grouped_tile_coordinates: GROUP_M row tiles walk the columns together so
-    # their weight tiles stay in L2.
-    num_pid_m = gl.cdiv(M, BLOCK_M)
-    num_pid_n = gl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (tile // num_pid_in_group) * GROUP_M
-    group_size_m = gl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((tile % num_pid_in_group) % group_size_m)
-    pid_n = (tile % num_pid_in_group) // group_size_m
-    return pid_m * BLOCK_M, pid_n * BLOCK_N
 
 
 @gluon.jit
@@ -58,7 +45,9 @@ def _load_partition(a_desc, b_desc, a_bufs, b_bufs, ready_bars, empty_bars, M, N
     num_steps = gl.cdiv(K, PROMOTE_K) * (PROMOTE_K // BLOCK_K)
     done = 0  # tiles this program has loaded: the ring's position runs on across tiles
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        off_m, off_n = _tile_coordinates(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = tile_coordinates(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
         for k_step in range(num_steps):
             step = done * num_steps + k_step
             stage = step % STAGES
@@ -95,7 +84,9 @@ def _math_partition(a_bufs, b_bufs, ready_bars, empty_bars, go_bar, out_ptr, a_s
     scale = gl.load(a_scale_ptr) * gl.load(b_scale_ptr)
     done = 0  # tiles this partition has finished: the ring's position runs on across tiles
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
-        off_m, off_n = _tile_coordinates(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        pid_m, pid_n = tile_coordinates(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+        off_m = pid_m * BLOCK_M
+        off_n = pid_n * BLOCK_N
         first_step = done * num_steps
         acc = gl.zeros((MATH_ROWS, BLOCK_N), gl.float32, mma_layout)
         part = gl.zeros((MATH_ROWS, BLOCK_N), gl.float32, mma_layout)

@@ -178,7 +178,8 @@ def measure_shape(n: int, k: int, ms, *, on_cell, log=print) -> dict:
     from det_suite.bench.gemm.fp64_error import measure_fp64_error
     from det_suite.ops import launch_fp8_gemm
 
-    from promotion_interval_sweep import _operands, graph_timer, shipped_config
+    from promotion_interval_sweep import (_operands, graph_timer, shipped_config,
+                                          time_references)
 
     sm_count = torch.cuda.get_device_properties(0).multi_processor_count
     device = torch.device("cuda")
@@ -195,10 +196,7 @@ def measure_shape(n: int, k: int, ms, *, on_cell, log=print) -> dict:
         cell = {"n": n, "k": k, "m": m, "shipped": f"p{shipped.promote_k} "
                 f"bm{shipped.block_m} bn{shipped.block_n} bk{shipped.block_k} "
                 f"sk{shipped.split_k}", "arms": []}
-        cell["torch_us"] = graph_timer(lambda: torch._scaled_mm(
-            a, w.t(), scale_a=sa.reshape(()), scale_b=sw.reshape(()), out_dtype=torch.bfloat16))
-        cell["shipped_us"] = graph_timer(
-            lambda: launch_fp8_gemm(a, w.t(), sa, sw, None, out_shipped, shipped))
+        cell.update(time_references(graph_timer, a, w, sa, sw, out_shipped, shipped))
         for arm in ARMS:
             out = torch.empty_like(out_shipped)
             row = {"arm": arm.tag, "config": asdict(arm)}

@@ -76,6 +76,9 @@ from det_suite.ops.launch import split_k_counters  # noqa: E402
 from det_suite.policy import shipped_policy  # noqa: E402
 from det_suite.tune import precompile_launches  # noqa: E402
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from persistent_tile_order import tile_coordinates  # noqa: E402
+
 NAMED = [(p.n, p.k) for p in projections("qwen3-8b")]
 UNNAMED = [(4096, 14336), (28672, 4096), (10240, 8192), (8192, 28672), (5120, 4096),
            (5120, 8192), (2560, 9728), (2560, 4096)]
@@ -98,20 +101,6 @@ def graph_timer(fn) -> float:
     from det_suite.bench.timing import graph_median_us
 
     return graph_median_us(fn, calls_per_graph=CALLS, warmup_ms=2, rep_ms=10)
-
-
-@triton.jit
-def _tile_coordinates(tile, M, N, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                      GROUP_M: tl.constexpr):
-    # tile_order.grouped_tile_coordinates for a tile index a persistent program walks to.
-    num_pid_m = tl.cdiv(M, BLOCK_M)
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    num_pid_in_group = GROUP_M * num_pid_n
-    first_pid_m = (tile // num_pid_in_group) * GROUP_M
-    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + ((tile % num_pid_in_group) % group_size_m)
-    pid_n = (tile % num_pid_in_group) // group_size_m
-    return pid_m, pid_n
 
 
 @triton.jit
@@ -153,7 +142,7 @@ def _promoted_tile(tile, a_desc, b_desc, out_ptr, partials_ptr, counters_ptr, a_
                    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                    PROMOTE_K: tl.constexpr, GROUP_M: tl.constexpr, SWAP_AB: tl.constexpr,
                    WARP_SPECIALIZE: tl.constexpr):
-    pid_m, pid_n = _tile_coordinates(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
+    pid_m, pid_n = tile_coordinates(tile, M, N, BLOCK_M, BLOCK_N, GROUP_M)
     off_m = pid_m * BLOCK_M
     off_n = pid_n * BLOCK_N
     offs_m = off_m + tl.arange(0, BLOCK_M)
@@ -281,6 +270,16 @@ def launch_promoted(a: torch.Tensor, w_nk: torch.Tensor, a_scale: torch.Tensor,
     return out
 
 
+def time_references(timer, a, w_nk, a_scale, w_scale, out_shipped, shipped) -> dict:
+    """One cell's baselines by `timer`: `torch._scaled_mm` (default accumulation, BF16 out)
+    and the shipped launch (`shipped`, writing `out_shipped`), in microseconds."""
+    return {"torch_us": timer(lambda: torch._scaled_mm(
+                a, w_nk.t(), scale_a=a_scale.reshape(()), scale_b=w_scale.reshape(()),
+                out_dtype=torch.bfloat16)),
+            "shipped_us": timer(lambda: launch_fp8_gemm(a, w_nk.t(), a_scale, w_scale, None,
+                                                        out_shipped, shipped))}
+
+
 def shipped_config(m: int, n: int, k: int, sm_count: int):
     return shipped_policy(FAMILY).on_device(sm_count).select(m, n, k)
 
@@ -396,11 +395,7 @@ def measure_shape(n: int, k: int, ms, promotes, *, device, sm_count: int,
         cell = {"n": n, "k": k, "m": m, "arms": [],
                 "shipped": f"p{shipped.promote_k} {config_text(asdict(shipped))}"}
         if timer is not None:
-            cell["torch_us"] = timer(lambda: torch._scaled_mm(
-                a, w.t(), scale_a=sa.reshape(()), scale_b=sw.reshape(()),
-                out_dtype=torch.bfloat16))
-            cell["shipped_us"] = timer(
-                lambda: launch_fp8_gemm(a, w.t(), sa, sw, None, out_shipped, shipped))
+            cell.update(time_references(timer, a, w, sa, sw, out_shipped, shipped))
         for arm in arms:
             out = torch.empty_like(out_shipped)
             row = {"arm": arm.tag, "config": asdict(arm)}

@@ -68,10 +68,12 @@ PYTHON_PLACEHOLDER = "{python}"
 JUNIT_PLACEHOLDER = "{junit}"
 
 CATEGORIES = {
-    "schedule": "the reduction schedule (grouping/order of the K sum) changes, e.g. with M",
+    "schedule": "a reduction's grouping or order changes (e.g. with M, or between launch "
+                "shapes of one op)",
     "masking": "a load or store mask is wrong: tails read garbage, padding is written",
-    "rounding": "the activation quantizer rounds, divides, clamps or handles NaN wrongly",
-    "epilogue": "scale/bias application or FP contraction in the shared epilogue",
+    "rounding": "a quantizer or elementwise step rounds, divides, clamps or handles NaN "
+                "wrongly",
+    "epilogue": "scale/bias application, FP contraction or a sign in an op's last step",
     "pdl": "programmatic dependent launch ordering (GPU only)",
 }
 # Outcomes of one mutant. The first three ran; the others did not.

@@ -46,6 +46,7 @@ from det_suite.models.catalog import projections  # noqa: E402
 from det_suite.bench.gemm.results import geometric_mean  # noqa: E402
 from det_suite.bench.sweep_cli import control_verdict, finish  # noqa: E402
 from det_suite.reports.files import write_json_atomic  # noqa: E402
+from same_bits_policy import markdown_table, same_bits_summary  # noqa: E402
 
 NAMED = [(p.n, p.k) for p in projections("qwen3-8b")]
 UNNAMED = [(4096, 14336), (28672, 4096), (10240, 8192), (8192, 28672), (5120, 4096),
@@ -258,35 +259,28 @@ def _geomean(values):
     return geometric_mean(values) if values else None
 
 
+# The same-bits classes: what a table could take from this sweep without changing a bit.
+SAME_BITS_CLASSES = {"plain grid": lambda row: not row["config"]["persistent"],
+                     "any arm": lambda row: True}
+
+
 def summarize(shapes: list[dict]) -> dict:
-    """Geomeans against torch per interval's best arm, per M, and for a policy that may take
-    either the shipped tile or an arm with the shipped bits in each cell (what det_suite could
-    ship without changing a bit)."""
-    best, shipped, either = {256: [], 512: []}, [], []
-    by_m: dict[int, dict[str, list]] = {}
+    """Geomeans against torch of each interval's best arm, and the same-bits summary
+    (same_bits_policy.py): per cell the faster of the shipped tile and an arm with the
+    shipped bits, by M, what det_suite could ship without changing a bit."""
+    best = {256: [], 512: []}
     for shape in shapes:
         for cell in shape["cells"]:
-            t = cell["torch_us"]
-            shipped.append(cell["shipped_us"] / t)
-            row = by_m.setdefault(cell["m"], {"shipped": [], "best_p256": [], "either": []})
-            row["shipped"].append(cell["shipped_us"] / t)
             for p in best:
                 times = [r["us"] for r in cell["arms"] if "us" in r
                          and r["config"]["promote_k"] == p]
                 if times:
-                    best[p].append(min(times) / t)
-                    if p == 256:
-                        row["best_p256"].append(min(times) / t)
-            same_bits = [r["us"] for r in cell["arms"] if r.get("equals_shipped") is True]
-            either.append(min([cell["shipped_us"], *same_bits]) / t)
-            row["either"].append(either[-1])
-    return {"shipped_geomean": _geomean(shipped),
+                    best[p].append(min(times) / cell["torch_us"])
+    same_bits = same_bits_summary([c for s in shapes for c in s["cells"]], SAME_BITS_CLASSES)
+    return {"shipped_geomean": same_bits["shipped"]["geomean"],
             "best_geomean": {p: _geomean(v) for p, v in best.items()},
             "best_worst": {p: max(v) if v else None for p, v in best.items()},
-            "either_geomean": _geomean(either), "either_worst": max(either, default=None),
-            "by_m": {m: {k: _geomean(v) for k, v in row.items()}
-                     for m, row in sorted(by_m.items())},
-            "best_arm_count": _best_arm_count(shapes),
+            "same_bits": same_bits,
             "compared": sum(s["compared"] for s in shapes),
             "differ": sum(s["differ"] for s in shapes),
             "equals_shipped": [sum(1 for s in shapes for c in s["cells"] for r in c["arms"]
@@ -294,18 +288,6 @@ def summarize(shapes: list[dict]) -> dict:
                                sum(1 for s in shapes for c in s["cells"] for r in c["arms"]
                                    if "equals_shipped" in r)],
             "control_flagged": all(s["control_flagged"] is not False for s in shapes)}
-
-
-def _best_arm_count(shapes: list[dict]) -> dict[str, int]:
-    """How many cells each interval-256 arm (or the shipped tile) was the fastest in."""
-    counts: dict[str, int] = {}
-    for shape in shapes:
-        for cell in shape["cells"]:
-            timed = [(r["us"], r["arm"]) for r in cell["arms"]
-                     if "us" in r and r["config"]["promote_k"] == 256]
-            winner = min([(cell["shipped_us"], "shipped"), *timed])[1]
-            counts[winner] = counts.get(winner, 0) + 1
-    return counts
 
 
 def main(argv=None) -> int:
@@ -350,12 +332,10 @@ def main(argv=None) -> int:
 def render_markdown(payload: dict) -> str:
     summary = payload["summary"]
     lines = [f"# Ping-pong promotion sweep on {payload['device']}", "",
-             "Geomean against torch._scaled_mm (graph replay); `either`: per cell the faster "
-             "of the shipped tile and an arm with the shipped bits.", "",
-             "| M | shipped | best p256 arm | either |", "| --- | --- | --- | --- |"]
-    lines += [f"| {m} | " + " | ".join(f"{row[k]:.3f}" if row[k] else "-"
-                                       for k in ("shipped", "best_p256", "either")) + " |"
-              for m, row in summary["by_m"].items()]
+             "Geomean against torch._scaled_mm (graph replay) of the fastest launch with the "
+             "shipped bits per cell: the shipped tile, or an interval-256 arm that gave its "
+             "bits.", ""]
+    lines += markdown_table(summary["same_bits"])
     lines += ["", control_verdict("p512 against the shipped launch",
                                   payload["control_flagged"]),
               "", f"Summary: {json.dumps(summary)}", ""]

@@ -78,6 +78,7 @@ from det_suite.tune import precompile_launches  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from persistent_tile_order import tile_coordinates  # noqa: E402
+from same_bits_policy import markdown_table, same_bits_summary  # noqa: E402
 
 NAMED = [(p.n, p.k) for p in projections("qwen3-8b")]
 UNNAMED = [(4096, 14336), (28672, 4096), (10240, 8192), (8192, 28672), (5120, 4096),
@@ -501,10 +502,25 @@ def _cell_line(cell: dict) -> str:
     return line
 
 
+def _plain(row: dict) -> bool:
+    return not row["config"]["persistent"] and not row["config"]["warp_specialize"]
+
+
+# What a table could take from the sweep without changing a bit (same_bits_policy.py): the
+# tiles the shipped kernel runs today (its promotion is per tl.dot, so BLOCK_K = interval),
+# then hand promotion's smaller BLOCK_K, then the persistent and warp-specialised grids.
+SAME_BITS_CLASSES = {
+    "shipped kernel's tiles": lambda row: (_plain(row) and row["config"]["block_k"]
+                                           == row["config"]["promote_k"]),
+    "+ BLOCK_K below the interval": _plain,
+    "+ persistent / warp-specialised": lambda row: True,
+}
+
+
 def summarize(shapes: list[dict]) -> dict:
     """Per schedule (interval and split): geomean and worst of its best arm / torch._scaled_mm
     over the cells it ran in (extra splits only at decode rows: see `cells`), and its worst
-    error ratio; the shipped kernel's own geomean beside them."""
+    error ratio; the shipped kernel's own geomean beside them; and the same-bits summary."""
     per_schedule: dict[str, list] = {}
     shipped, errors = [], {}
     for shape in shapes:
@@ -522,6 +538,8 @@ def summarize(shapes: list[dict]) -> dict:
         return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
 
     return {"shipped_geomean": geo(shipped),
+            "same_bits": same_bits_summary([c for s in shapes for c in s["cells"]],
+                                           SAME_BITS_CLASSES),
             "schedules": {key: {"geomean": geo([r for r, _ in rows]),
                                 "worst": max(rows)[0], "worst_cell": max(rows)[1],
                                 "cells": len(rows), "worst_error_ratio": errors.get(key)}
@@ -543,6 +561,9 @@ def _markdown(payload: dict) -> str:
             lines.append(f"| {key} | {row['geomean']:.3f} | {row['worst']:.3f} "
                          f"({row['worst_cell']}) | {row['cells']} | "
                          f"{'-' if err is None else f'{err:.3f}'} |")
+        lines += ["", "Per cell the fastest launch with the shipped bits (the shipped one, or an "
+                  "arm that gave its bits), over torch, by the arms a table may use:", ""]
+        lines += markdown_table(summary["same_bits"])
         lines += ["", "| shape | M | torch us | shipped us | best per schedule |",
                   "| --- | --- | --- | --- | --- |"]
         for shape in payload["shapes"]:
@@ -574,6 +595,22 @@ def _shape_list(text: str) -> list[tuple[int, int]]:
     return shapes
 
 
+def _summarize_again(out_dir: Path, recorded: Path) -> int:
+    try:
+        payload = json.loads(recorded.read_text())
+        payload["summary"] = summarize(payload["shapes"])
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        print(f"--from-json: {recorded} is not a readable promotion_interval.json "
+              f"({type(exc).__name__}: {exc})", file=sys.stderr)
+        return 2
+    if out_dir.resolve() == recorded.parent.resolve():
+        print(f"--from-json: OUT_DIR must differ from {recorded.parent} (the recorded run "
+              "stays as it was)", file=sys.stderr)
+        return 2
+    return finish(out_dir, "promotion_interval", payload, _markdown(payload),
+                  candidates="arms at one interval (as recorded)")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("out_dir", type=Path)
@@ -588,8 +625,13 @@ def main(argv=None) -> int:
                         help="splits of K also tried at M <= 64, each its own schedule "
                              "(default 2,4: what a decode GEMM of few tiles gains from using "
                              "every SM)")
+    parser.add_argument("--from-json", type=Path, default=None, metavar="JSON",
+                        help="measure nothing: summarize a recorded promotion_interval.json "
+                             "again (e.g. after a new summary was added) into OUT_DIR")
     add_device_option(parser)
     args = parser.parse_args(argv)
+    if args.from_json is not None:
+        return _summarize_again(args.out_dir, args.from_json)
     gpu = wants_gpu(parser, args)
     promotes = args.promote or [256, 512]
     if any(p % 128 for p in promotes):

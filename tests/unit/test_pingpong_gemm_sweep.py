@@ -61,8 +61,8 @@ def test_each_math_partition_issues_one_interval_of_k32_steps(cross_compiled):
         assert row["wgmma"] == expected, row["arm"]
 
 
-def _arm(us, promote_k=256, equals_shipped=None, tag="arm"):
-    row = {"arm": tag, "us": us, "config": {"promote_k": promote_k}}
+def _arm(us, promote_k=256, equals_shipped=None, tag="arm", persistent=False):
+    row = {"arm": tag, "us": us, "config": {"promote_k": promote_k, "persistent": persistent}}
     if equals_shipped is not None:
         row["equals_shipped"] = equals_shipped
     return row
@@ -79,25 +79,17 @@ def sweep():
     return load_tool(TOOL)
 
 
-@pytest.mark.parametrize("arms, either", [
-    ([_arm(8.0, equals_shipped=True)], 0.8),
-    ([_arm(8.0, equals_shipped=False)], 1.0),
-    ([_arm(8.0)], 1.0),
-    ([_arm(8.0, promote_k=512)], 1.0),
-    ([_arm(12.0, equals_shipped=True)], 1.0),
-], ids=["faster-same-bits", "faster-other-bits", "bits-unchecked", "other-interval",
-        "slower-same-bits"])
-def test_the_either_policy_takes_an_arm_only_with_the_shipped_bits(sweep, arms, either):
+@pytest.mark.parametrize("arms, plain, any_arm", [
+    ([_arm(8.0, equals_shipped=True)], 0.8, 0.8),
+    ([_arm(8.0, equals_shipped=True, persistent=True)], 1.0, 0.8),
+    ([_arm(8.0, equals_shipped=False)], 1.0, 1.0),
+], ids=["plain-same-bits", "persistent-same-bits", "other-bits"])
+def test_the_same_bits_classes_are_the_sweeps_grids(sweep, arms, plain, any_arm):
     cell = {"m": 512, "torch_us": 10.0, "shipped_us": 10.0, "arms": arms}
-    summary = sweep.summarize([_shape([cell])])
-    assert summary["either_geomean"] == pytest.approx(either)
-    assert summary["by_m"][512]["shipped"] == pytest.approx(1.0)
-
-
-def test_the_fastest_arm_per_cell_is_counted_with_the_shipped_tile_as_a_contender(sweep):
-    cells = [{"m": 128, "torch_us": 1.0, "shipped_us": 1.0, "arms": [_arm(2.0, tag="a")]},
-             {"m": 512, "torch_us": 1.0, "shipped_us": 3.0, "arms": [_arm(2.0, tag="a")]}]
-    assert sweep.summarize([_shape(cells)])["best_arm_count"] == {"shipped": 1, "a": 1}
+    same_bits = sweep.summarize([_shape([cell])])["same_bits"]
+    assert same_bits["plain grid"]["geomean"] == pytest.approx(plain)
+    assert same_bits["any arm"]["geomean"] == pytest.approx(any_arm)
+    assert same_bits["shipped"]["geomean"] == pytest.approx(1.0)
 
 
 def test_the_markdown_says_when_the_control_was_not_flagged(sweep):
@@ -106,4 +98,4 @@ def test_the_markdown_says_when_the_control_was_not_flagged(sweep):
     text = sweep.render_markdown({"device": "cpu", "summary": summary, "shapes": [
         {"cells": [cell]}], "control_flagged": summary["control_flagged"]})
     assert "not to be trusted" in text
-    assert "| 128 | 1.000 | - | 1.000 |" in text
+    assert "| shipped | 1.000 | 1.000 | 1.000 |" in text

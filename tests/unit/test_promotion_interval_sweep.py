@@ -162,3 +162,29 @@ def test_the_timed_path_measures_every_arm_and_the_error_per_schedule(sweep, ker
         assert all(err["ratio"] > 0 for err in cell["errors"].values())
     assert len(calls) == sum(2 + len(cell["arms"]) for cell in result["cells"])
     assert sweep.summarize([result])["schedules"]["p512/sk1"]["cells"] == 2
+
+
+RECORDED = (Path(__file__).resolve().parents[2] / "docs" / "evidence" / "h100-2026-12-05-k-sweeps"
+            / "gemm-named" / "promotion_named" / "promotion_interval.json")
+
+
+def test_a_recorded_run_is_summarized_again_with_the_same_bits_table(sweep, tmp_path):
+    assert sweep.main([str(tmp_path), "--from-json", str(RECORDED)]) == 0
+    text = (tmp_path / "promotion_interval.md").read_text()
+    # The committed H100 run: the table as shipped, and what its same-bits arms could give.
+    assert "| shipped | 0.920 | 0.947 | 1.181 | 1.450 | 1.371 | 1.362 | 1.186 | 1.696 |" in text
+    assert "| + persistent / warp-specialised |" in text
+
+
+@pytest.mark.parametrize("source, message", [
+    ("missing.json", "is not a readable promotion_interval.json"),
+    ("same-folder", "OUT_DIR must differ"),
+], ids=["missing-file", "into-the-recorded-folder"])
+def test_summarizing_again_refuses_what_it_cannot_do(sweep, tmp_path, capsys, source, message):
+    if source == "same-folder":
+        recorded = tmp_path / "promotion_interval.json"
+        recorded.write_text(RECORDED.read_text())
+    else:
+        recorded = tmp_path / source
+    assert sweep.main([str(tmp_path), "--from-json", str(recorded)]) == 2
+    assert message in capsys.readouterr().err

@@ -75,6 +75,8 @@ CATEGORIES = {
                 "wrongly",
     "epilogue": "scale/bias application, FP contraction or a sign in an op's last step",
     "pdl": "programmatic dependent launch ordering (GPU only)",
+    "cache": "the prefix cache keys, matches, evicts or releases pages wrongly",
+    "harness": "a check claims more than it compared (a tolerance, a hit it did not prove)",
 }
 # Outcomes of one mutant. The first three ran; the others did not.
 STATUSES = ("killed", "survived", "timeout", "not-applied", "gpu-only", "equivalent")

@@ -69,7 +69,7 @@ import tomllib
 data = tomllib.load(open("tools/mutations.toml", "rb"))
 print(",".join(m["name"] for m in data["mutation"] if m.get("needs_gpu")))
 PYEOF
-)" --pytest-args "-x -q -p no:cacheprovider -p det_suite.pytest_plugin tests/unit/test_fp8_linear.py tests/unit/test_fp8_quantize.py" \
+)" --pytest-args "-x -q -p no:cacheprovider -p det_suite.pytest_plugin tests/unit/test_fp8_linear.py tests/unit/test_fp8_quantize.py tests/unit/test_bi_attention_split.py" \
         --timeout 240 --out "$DIR" > "$DIR/mutate.log" 2>&1 || status=$?
     ;;
 *)

@@ -347,6 +347,13 @@ def test_claim_with_nothing_compared_fails():
     assert not v.ok and "nothing was compared" in v.message
 
 
+def test_control_with_nothing_compared_is_not_flagged():
+    # A control that compared nothing proves nothing: the run's claims cannot be trusted.
+    v = _verdict(fake("p", m_dependent_fn, claims=False, control=True), Recorder())
+    assert not v.ok and v.status == "CONTROL NOT FLAGGED"
+    assert verdict.exit_code([v]) == 1
+
+
 # ---------------------------------------------------------------- det-suite's kernel
 
 QUICK = C.Plan(m_full=130, suffix_ms=(1, 2, 15, 16, 17, 31, 32, 33, 64, 65, 128, 129, 130),

@@ -20,8 +20,9 @@
 # gemm-pingpong: tools/pingpong_gemm_sweep.py (Gluon, FP32 promotion on two out-of-phase
 #       math warpgroups, plain and persistent grids); first one M on the Qwen3-8B shapes
 #       under a short limit (a barrier bug hangs, it must not eat the call), then all twelve
-#       shapes at M = 128..8192 (estimate 5-7 min). Seven files come back, within the eight a
-#       call returns.
+#       shapes at M = 128..8192 (estimate 5-7 min; the limits, 75 + 480 s, keep the call
+#       inside its 10 minutes, and a cut-off sweep keeps its cells). Seven files come back,
+#       within the eight a call returns.
 #
 # Nothing here is a result dependency, and none of it changes det_suite: a winner moves into
 # det_suite with a full evidence run (tools/h200_evidence.sh, tools/h200_model_runs.sh).
@@ -45,8 +46,8 @@ STEPS_step=("decode_schedule 420 decode_schedule_sweep"
             "attention_sweep 150 attention_decode_sweep")
 STEPS_gemm_named=("promotion_named 560 promotion_interval_sweep --set named")
 STEPS_gemm_unnamed=("promotion_unnamed 560 promotion_interval_sweep --set unnamed")
-STEPS_gemm_pingpong=("pingpong_smoke 90 pingpong_gemm_sweep --set named --ms 512"
-                     "pingpong 470 pingpong_gemm_sweep --set all")
+STEPS_gemm_pingpong=("pingpong_smoke 75 pingpong_gemm_sweep --set named --ms 512"
+                     "pingpong 480 pingpong_gemm_sweep --set all")
 
 if [ "$phase" = flags ]; then
   # Every tool imports and offers every option its step passes (a renamed flag fails here,

@@ -77,6 +77,7 @@ CATEGORIES = {
     "pdl": "programmatic dependent launch ordering (GPU only)",
     "cache": "the prefix cache keys, matches, evicts or releases pages wrongly",
     "harness": "a check claims more than it compared (a tolerance, a hit it did not prove)",
+    "timing": "the A/B timing reports other than it measured (ratio, warm-up, thermal gate)",
 }
 # Outcomes of one mutant. The first three ran; the others did not.
 STATUSES = ("killed", "survived", "timeout", "not-applied", "gpu-only", "equivalent")

@@ -78,6 +78,8 @@ CATEGORIES = {
     "cache": "the prefix cache keys, matches, evicts or releases pages wrongly",
     "harness": "a check claims more than it compared (a tolerance, a hit it did not prove)",
     "timing": "the A/B timing reports other than it measured (ratio, warm-up, thermal gate)",
+    "engine": "the embedded engine packs a step wrongly (context lengths, scored tokens, "
+              "KV slots)",
 }
 # Outcomes of one mutant. The first three ran; the others did not.
 STATUSES = ("killed", "survived", "timeout", "not-applied", "gpu-only", "equivalent")

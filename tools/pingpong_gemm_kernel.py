@@ -81,6 +81,7 @@ def _math_partition(a_bufs, b_bufs, ready_bars, empty_bars, go_bar, out_ptr, a_s
         # offset then holds across tiles: a stage is refilled only once both released it.
         if HALF == 1:
             mbarrier.wait(go_bar, 0)
+    go_step = gl.minimum(STAGGER, num_steps) - 1  # the first tile's step that releases HALF 1
     scale = gl.load(a_scale_ptr) * gl.load(b_scale_ptr)
     done = 0  # tiles this partition has finished: the ring's position runs on across tiles
     for tile in range(gl.program_id(0), num_tiles, gl.num_programs(0)):
@@ -104,8 +105,7 @@ def _math_partition(a_bufs, b_bufs, ready_bars, empty_bars, go_bar, out_ptr, a_s
                     mbarrier.arrive(empty_bars.index((step - 1) % STAGES), count=1)
                 if STAGGER > 0:
                     if HALF == 0:
-                        mbarrier.arrive(go_bar, count=1,
-                                        pred=step == gl.minimum(STAGGER, num_steps) - 1)
+                        mbarrier.arrive(go_bar, count=1, pred=step == go_step)
             part = warpgroup_mma_wait(num_outstanding=0, deps=[part])
             last = first_step + (interval + 1) * STEPS_PER_INTERVAL - 1
             mbarrier.arrive(empty_bars.index(last % STAGES), count=1)

@@ -43,10 +43,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from pingpong_gemm_kernel import pingpong_fp8_mm_kernel  # noqa: E402
 
 from det_suite.models.catalog import projections  # noqa: E402
-from det_suite.bench.gemm.results import geometric_mean  # noqa: E402
 from det_suite.bench.sweep_cli import control_verdict, finish  # noqa: E402
 from det_suite.reports.files import write_json_atomic  # noqa: E402
-from same_bits_policy import markdown_table, same_bits_summary  # noqa: E402
+from same_bits_policy import geomean_or_none, markdown_table, same_bits_summary  # noqa: E402
 
 NAMED = [(p.n, p.k) for p in projections("qwen3-8b")]
 UNNAMED = [(4096, 14336), (28672, 4096), (10240, 8192), (8192, 28672), (5120, 4096),
@@ -255,10 +254,6 @@ def _cell_line(cell: dict) -> str:
             f"{cell['shipped_us'] / t:.3f}; {arms}")
 
 
-def _geomean(values):
-    return geometric_mean(values) if values else None
-
-
 # The same-bits classes: what a table could take from this sweep without changing a bit.
 SAME_BITS_CLASSES = {"plain grid": lambda row: not row["config"]["persistent"],
                      "any arm": lambda row: True}
@@ -278,7 +273,7 @@ def summarize(shapes: list[dict]) -> dict:
                     best[p].append(min(times) / cell["torch_us"])
     same_bits = same_bits_summary([c for s in shapes for c in s["cells"]], SAME_BITS_CLASSES)
     return {"shipped_geomean": same_bits["shipped"]["geomean"],
-            "best_geomean": {p: _geomean(v) for p, v in best.items()},
+            "best_geomean": {p: geomean_or_none(v) for p, v in best.items()},
             "best_worst": {p: max(v) if v else None for p, v in best.items()},
             "same_bits": same_bits,
             "compared": sum(s["compared"] for s in shapes),
@@ -341,6 +336,7 @@ def render_markdown(payload: dict) -> str:
               "", f"Summary: {json.dumps(summary)}", ""]
     lines += [_cell_line(c) for s in payload["shapes"] for c in s["cells"]]
     return "\n".join(lines) + "\n"
+
 
 if __name__ == "__main__":
     sys.exit(main())

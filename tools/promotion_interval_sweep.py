@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 import time
 from dataclasses import asdict, dataclass, replace
@@ -78,7 +77,7 @@ from det_suite.tune import precompile_launches  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from persistent_tile_order import tile_coordinates  # noqa: E402
-from same_bits_policy import markdown_table, same_bits_summary  # noqa: E402
+from same_bits_policy import geomean_or_none, markdown_table, same_bits_summary  # noqa: E402
 
 NAMED = [(p.n, p.k) for p in projections("qwen3-8b")]
 UNNAMED = [(4096, 14336), (28672, 4096), (10240, 8192), (8192, 28672), (5120, 4096),
@@ -522,25 +521,21 @@ def summarize(shapes: list[dict]) -> dict:
     over the cells it ran in (extra splits only at decode rows: see `cells`), and its worst
     error ratio; the shipped kernel's own geomean beside them; and the same-bits summary."""
     per_schedule: dict[str, list] = {}
-    shipped, errors = [], {}
+    errors = {}
     for shape in shapes:
         for cell in shape["cells"]:
             if "torch_us" not in cell:
                 continue
-            shipped.append(cell["shipped_us"] / cell["torch_us"])
             for key, row in best_by_schedule(cell).items():
                 per_schedule.setdefault(key, []).append(
                     (row["us"] / cell["torch_us"], f"{shape['n']}x{shape['k']} m={cell['m']}"))
             for key, err in cell.get("errors", {}).items():
                 errors[key] = max(errors.get(key, 0.0), err["ratio"])
 
-    def geo(values):
-        return math.exp(sum(math.log(v) for v in values) / len(values)) if values else None
-
-    return {"shipped_geomean": geo(shipped),
-            "same_bits": same_bits_summary([c for s in shapes for c in s["cells"]],
-                                           SAME_BITS_CLASSES),
-            "schedules": {key: {"geomean": geo([r for r, _ in rows]),
+    same_bits = same_bits_summary([c for s in shapes for c in s["cells"]], SAME_BITS_CLASSES)
+    return {"shipped_geomean": same_bits["shipped"]["geomean"],
+            "same_bits": same_bits,
+            "schedules": {key: {"geomean": geomean_or_none(r for r, _ in rows),
                                 "worst": max(rows)[0], "worst_cell": max(rows)[1],
                                 "cells": len(rows), "worst_error_ratio": errors.get(key)}
                           for key, rows in sorted(per_schedule.items())}}

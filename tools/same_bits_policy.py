@@ -18,6 +18,12 @@ from det_suite.bench.gemm.results import geometric_mean
 ArmFilter = Callable[[dict], bool]
 
 
+def geomean_or_none(values) -> float | None:
+    """The geometric mean, or None for no values (a class or schedule that never ran)."""
+    values = list(values)
+    return geometric_mean(values) if values else None
+
+
 def fastest_same_bits(cell: dict, admits: ArmFilter = lambda _row: True) -> tuple[float, str]:
     """(us, arm tag) of the cell's fastest launch with the shipped bits: "shipped" or an arm
     that `admits` and gave the shipped bits."""
@@ -40,7 +46,7 @@ def same_bits_summary(cells: Iterable[dict], classes: dict[str, ArmFilter]) -> d
             ratios.append(ratio)
             by_m.setdefault(cell["m"], []).append(ratio)
             wins[arm] = wins.get(arm, 0) + 1
-        out[name] = {"geomean": geometric_mean(ratios) if ratios else None,
+        out[name] = {"geomean": geomean_or_none(ratios),
                      "worst": max(ratios, default=None),
                      "by_m": {m: geometric_mean(v) for m, v in sorted(by_m.items())},
                      "wins": dict(sorted(wins.items(), key=lambda kv: -kv[1]))}

@@ -6,6 +6,7 @@ are counted, and the largest difference reported."""
 import math
 
 import pytest
+import torch
 
 from det_suite.backends.interface import Completion
 from det_suite.checks.cache_hit import compare_completions
@@ -45,8 +46,6 @@ def test_anything_short_of_equal_is_not_exact(other, ids_equal):
 def test_one_ulp_is_one_fp32_ulp():
     """The ulp the tests above use is a real fp32 step: the value differs from the original
     as an fp32 and is its fp32 neighbour."""
-    import torch
-
     a = torch.tensor(LOGPROBS[1], dtype=torch.float32)
     b = torch.tensor(_one_ulp_down(LOGPROBS[1]), dtype=torch.float32)
     assert torch.nextafter(a, torch.tensor(-math.inf)) == b

@@ -1,7 +1,7 @@
 """tools/pingpong_gemm_sweep.py. With --cross-compile, every arm of the two-warpgroup
 promotion kernel compiles for sm_90a with Triton's ptxas, without spills or serialised wgmma,
-and each math partition issues one interval's k32 MMA steps. Its summary takes an arm into
-the `either` policy only where the arm gave the shipped bits.
+and each math partition issues one interval's k32 MMA steps. Its same-bits summary counts an
+arm only where the arm gave the shipped bits.
 
 Gluon kernels do not run under Triton's interpreter, so on the CPU what can be checked is
 the compiled program; the bits and times are the GPU sweep's (it checks the shipped bits per

@@ -18,7 +18,9 @@ def register(subparsers) -> None:
         "synth", help="write a synthetic Qwen3 FP8 checkpoint (offline model checks)",
         description=__doc__.split("\n\n", 1)[1])
     parser.add_argument("--preset", required=True, choices=sorted(PRESETS),
-                        help="model shapes: tiny (CPU tests) or qwen3-8b (the real shapes)")
+                        help="model shapes: tiny, tiny-wide, tiny-tied (CPU tests) or a published "
+                             "Qwen3's (qwen3-4b: tied embeddings; qwen3-8b, qwen3-14b, "
+                             "qwen3-32b)")
     parser.add_argument("--seed", type=int, default=0, help="weight seed (default 0)")
     parser.add_argument("--out", required=True, metavar="DIR", help="folder to write")
     parser.add_argument("--device", default=None,

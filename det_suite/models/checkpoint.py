@@ -92,16 +92,24 @@ class Qwen3Checkpoint:
     tokenizer_path: str | None = None
 
     def to(self, device) -> "Qwen3Checkpoint":
-        return replace(self, embed_tokens=self.embed_tokens.to(device),
+        embed = self.embed_tokens.to(device)
+        return replace(self, embed_tokens=embed,
                        layers=[layer.to(device) for layer in self.layers],
-                       norm=self.norm.to(device), lm_head=self.lm_head.to(device))
+                       norm=self.norm.to(device),
+                       lm_head=embed if self.tied else self.lm_head.to(device))
+
+    @property
+    def tied(self) -> bool:
+        """The lm_head is the embedding matrix itself (config.tie_word_embeddings)."""
+        return self.lm_head is self.embed_tokens
 
     @property
     def device(self) -> torch.device:
         return self.embed_tokens.device
 
     def state_dict(self) -> dict[str, torch.Tensor]:
-        """Every tensor under its ModelOpt export name (what write and load round-trip)."""
+        """Every tensor under its ModelOpt export name (what write and load round-trip); a
+        tied lm_head only under the embedding's name, as tied checkpoints are published."""
         out = {"model.embed_tokens.weight": self.embed_tokens}
         for i, layer in enumerate(self.layers):
             prefix = layer_prefix(i)
@@ -118,7 +126,8 @@ class Qwen3Checkpoint:
                 if getattr(layer, name) is not None:
                     out[prefix + path] = getattr(layer, name)
         out["model.norm.weight"] = self.norm
-        out["lm_head.weight"] = self.lm_head
+        if not self.tied:   # a tied checkpoint stores the matrix once, as the embedding
+            out["lm_head.weight"] = self.lm_head
         return out
 
 

@@ -105,9 +105,6 @@ class Qwen3Model:
         self.head_dim, self.eps = config.head_dim, float(config.rms_norm_eps)
         self.scale = self.head_dim ** -0.5
         self.vocab = config.vocab_size
-        if getattr(config, "tie_word_embeddings", False):
-            raise ValueError("config.tie_word_embeddings: tied embeddings are not supported "
-                             "(Qwen3-8B keeps a separate BF16 lm_head)")
         self.cos, self.sin = rope_table(config, max_positions, checkpoint.device,
                                         checkpoint.embed_tokens.dtype)
         # Per layer: (q/k/v group, gate/up group), None where the linears run one by one.

@@ -29,6 +29,9 @@ def dequantized_state_dict(ckpt: Qwen3Checkpoint, dtype=torch.float32) -> dict:
             # Dequantize in fp32 whatever `dtype` is: the product is the weight's true value.
             out[f"{layer_prefix(i)}{path}.weight"] = \
                 (linear.weight.float() * linear.weight_scale.float()).to(dtype)
+    # A tied checkpoint stores the matrix once; the reference model is built untied (below)
+    # and holds it under both names, the same values.
+    out.setdefault("lm_head.weight", ckpt.lm_head.to(dtype))
     return out
 
 
@@ -41,7 +44,9 @@ def reference_model(ckpt: Qwen3Checkpoint, *, dtype=torch.float32):
     from transformers import Qwen3ForCausalLM
 
     config = ckpt.config.__class__.from_dict(ckpt.config.to_dict())
-    config.tie_word_embeddings = False   # the checkpoint always carries its own lm_head
+    # Untied whatever the checkpoint says: load_state_dict(assign=True) fills each parameter
+    # from the state dict, which names an lm_head either way (dequantized_state_dict).
+    config.tie_word_embeddings = False
     with torch.device("meta"):
         model = Qwen3ForCausalLM(config)
     model.load_state_dict(dequantized_state_dict(ckpt, dtype), strict=True, assign=True)

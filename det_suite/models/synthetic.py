@@ -44,6 +44,7 @@ class Preset:
     intermediate: int
     vocab: int | None            # None: the synthetic tokenizer's size
     calibration_tokens: int      # length of the calibration prompt
+    tied: bool = False           # lm_head is the embedding (Qwen3-0.6B/1.7B/4B ship this way)
 
     def config(self):
         from transformers import Qwen3Config
@@ -56,16 +57,19 @@ class Preset:
             intermediate_size=self.intermediate, num_hidden_layers=self.layers,
             num_attention_heads=self.heads, num_key_value_heads=self.kv_heads,
             head_dim=self.head_dim, rope_theta=1e6, rms_norm_eps=1e-6,
-            max_position_embeddings=40960, tie_word_embeddings=False,
+            max_position_embeddings=40960, tie_word_embeddings=self.tied,
             architectures=["Qwen3ForCausalLM"], dtype="bfloat16", bos_token_id=None,
             eos_token_id=specials[tokenizer.IM_END], pad_token_id=specials[tokenizer.ENDOFTEXT])
 
 
-def _qwen3_8b() -> Preset:
-    dims = catalog.model_dims("qwen3-8b")
-    return Preset("qwen3-8b", hidden=dims.hidden, layers=36, heads=dims.heads,
+def _published(name: str, layers: int, *, tied: bool = False) -> Preset:
+    """A published Qwen3's shapes: the catalog's dimensions plus its config's layer count
+    and embedding tying."""
+    dims = catalog.model_dims(name)
+    return Preset(name, hidden=dims.hidden, layers=layers, heads=dims.heads,
                   kv_heads=dims.kv_heads, head_dim=dims.head_dim,
-                  intermediate=dims.intermediate, vocab=151936, calibration_tokens=48)
+                  intermediate=dims.intermediate, vocab=151936, calibration_tokens=48,
+                  tied=tied)
 
 
 PRESETS: dict[str, Preset] = {
@@ -75,7 +79,13 @@ PRESETS: dict[str, Preset] = {
     # the det engine stacks q/k/v too (tiny's 16-wide heads leave them separate).
     "tiny-wide": Preset("tiny-wide", hidden=64, layers=2, heads=4, kv_heads=2, head_dim=64,
                         intermediate=128, vocab=None, calibration_tokens=32),
-    "qwen3-8b": _qwen3_8b(),
+    # tiny with the embedding as its lm_head: the small Qwen3s' layout, on a CPU.
+    "tiny-tied": Preset("tiny-tied", hidden=64, layers=2, heads=4, kv_heads=2, head_dim=16,
+                        intermediate=128, vocab=None, calibration_tokens=32, tied=True),
+    "qwen3-4b": _published("qwen3-4b", 36, tied=True),
+    "qwen3-8b": _published("qwen3-8b", 36),
+    "qwen3-14b": _published("qwen3-14b", 40),
+    "qwen3-32b": _published("qwen3-32b", 64),
 }
 
 
@@ -173,16 +183,18 @@ def _random_checkpoint(p: Preset, seed: int, device) -> Qwen3Checkpoint:
                    for field_name, path in LINEARS}
         layers.append(Qwen3Layer(**norms, **linears))
     vocab = config.vocab_size
-    return Qwen3Checkpoint(
-        config=config,
-        embed_tokens=_with_std((vocab, p.hidden), 1.0, seed, "model.embed_tokens.weight",
-                               device).to(torch.bfloat16),
-        layers=layers,
-        norm=_norm(p.hidden, seed, "model.norm.weight", device),
-        # Logits of std ~2 over the vocabulary: peaked enough that greedy picks are not ties.
-        lm_head=_with_std((vocab, p.hidden), 2.0 * p.hidden ** -0.5, seed, "lm_head.weight",
-                          device).to(torch.bfloat16),
-        quant=dict(QUANT), source=f"synthetic:{p.name}?seed={seed}")
+    # Logits of std ~2 over the vocabulary: peaked enough that greedy picks are not ties.
+    # A tied model's one matrix gets the lm_head's scale (the first norm rescales the rows).
+    lm_head = _with_std((vocab, p.hidden), 2.0 * p.hidden ** -0.5, seed,
+                        "model.embed_tokens.weight" if p.tied else "lm_head.weight",
+                        device).to(torch.bfloat16)
+    embed = lm_head if p.tied else _with_std((vocab, p.hidden), 1.0, seed,
+                                             "model.embed_tokens.weight",
+                                             device).to(torch.bfloat16)
+    return Qwen3Checkpoint(config=config, embed_tokens=embed, layers=layers,
+                           norm=_norm(p.hidden, seed, "model.norm.weight", device),
+                           lm_head=lm_head, quant=dict(QUANT),
+                           source=f"synthetic:{p.name}?seed={seed}")
 
 
 def calibration_ids(p: Preset, seed: int, vocab: int) -> list[int]:

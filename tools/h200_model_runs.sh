@@ -6,6 +6,7 @@
 #
 #   OUT=... DET_SUITE_REVISION=<commit> tools/h200_model_runs.sh gsm8k   # record, second boot, 2 vs 3 stages
 #   OUT=... DET_SUITE_REVISION=<commit> tools/h200_model_runs.sh perf    # e2e A/B, cache-hit, invariance, report
+#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_model_runs.sh models  # cache-hit on the other Qwen3 shapes
 #   OUT=... tools/h200_model_runs.sh report gsm8k.tgz perf.tgz           # one report over both (CPU is enough)
 #   OUT=... tools/h200_model_runs.sh flags                              # parse every command line, run nothing
 #
@@ -27,6 +28,11 @@
 #           host work, the replay by kernel (not in SMOKE runs: it needs CUDA Graphs), then
 #           again with the ops launched without PDL (--no-pdl: per-kernel times);
 #        e) `det-suite report` over every phase folder in $OUT into $OUT/report (no screenshot).
+# models: `det-suite cache-hit` (CUDA Graph engine, the seed's 18 cases) on the published
+#        Qwen3 shapes no issue names: synthetic:qwen3-4b (tied embeddings) and qwen3-14b
+#        with the stock control beside det mode, qwen3-32b in det mode alone (its control
+#        would double a step that already takes most of a call's minutes); then a report.
+#        Estimate from the 8B's 57 s for det + stock: ~45 s, ~95 s and ~150 s.
 #
 # Measured on the H200 (docs/evidence/h200-2026-12-03-d-model-runs, steps.tsv): record 41 s,
 # each check 38-41 s, e2e 124 s, cache-hit 57 s, invariance 21 s; a profile took 44 s.
@@ -62,7 +68,7 @@ PY=${PYTHON:-python3}
 PHASE=${1:-}
 shift || true
 if [ -z "${OUT:-}" ]; then
-    echo "usage: OUT=DIR tools/h200_model_runs.sh gsm8k|perf|report [RESULTS...]|all|flags" >&2
+    echo "usage: OUT=DIR tools/h200_model_runs.sh gsm8k|perf|models|report [RESULTS...]|all|flags" >&2
     exit 2
 fi
 mkdir -p "$OUT"
@@ -82,6 +88,8 @@ if [ "$SMOKE" = 1 ]; then
     E2E_ARGS=(--preset small --device cpu)
     CACHE_HIT_ARGS=(--preset small --modes det,stock --engines eager --device cpu)
     INVARIANCE_ARGS=(--quick --device cpu --providers det_suite det_suite:s2 det_suite:s3 control)
+    OTHER_MODELS=("tiny-tied det,stock 60")
+    OTHER_CACHE_HIT_ARGS=(--preset small --engines eager --device cpu)
 else
     LIMIT_SCALE=${LIMIT_SCALE:-1}
     MODEL=${MODEL:-synthetic:qwen3-8b?seed=0}
@@ -93,6 +101,9 @@ else
     CACHE_HIT_ARGS=(--modes det,stock --engines graph)
     INVARIANCE_ARGS=(--full --shapes qwen3-8b
                      --providers det_suite det_suite:s2 det_suite:s3 control torch_scaled_mm)
+    # preset, modes, limit in seconds (the three add up to 500 s, inside a call's 600)
+    OTHER_MODELS=("qwen3-4b det,stock 110" "qwen3-14b det,stock 160" "qwen3-32b det 230")
+    OTHER_CACHE_HIT_ARGS=(--engines graph)
 fi
 
 # The committed fixture of this model on this stack (COMMITTED_FIXTURE overrides; empty: none).
@@ -103,6 +114,11 @@ else
 fi
 G=$OUT/gsm8k
 P=$OUT/perf
+M=$OUT/models
+other_cache_hit() {    # other_cache_hit PRESET MODES: the command line for one other model
+    OTHER=(cache-hit --model "synthetic:$1?seed=0" --modes "$2" "${OTHER_CACHE_HIT_ARGS[@]}"
+           --out "$M/cache_hit_$1")
+}
 RECORD=(gsm8k record --model "$MODEL" --mode det "${RECORD_ARGS[@]}" --fixtures "$G/fixtures")
 recheck() { RECHECK=(gsm8k check --fixture "$1" --out "$G/recheck"); }
 recheck "$G/fixtures/FIXTURE.json"      # the recorded file's name is known after the record
@@ -235,6 +251,18 @@ phase_perf() {
     steps_json "$P" perf
 }
 
+phase_models() {
+    mkdir -p "$M"
+    : > "$M/steps.tsv"
+    local line preset modes limit
+    for line in "${OTHER_MODELS[@]}"; do
+        read -r preset modes limit <<<"$line"
+        other_cache_hit "$preset" "$modes"
+        step "$M" "cache_hit_$preset" "$limit" "${DS[@]}" "${OTHER[@]}"
+    done
+    steps_json "$M" models
+}
+
 report_over() {    # report_over DIR NAME RESULTS...: det-suite report, timed like a step
     local dir=$1 name=$2
     shift 2
@@ -293,6 +321,12 @@ perf)
     report_over "$P" report "${inputs[@]}"
     finish "$P" perf
     ;;
+models)
+    phase_models
+    REPORT_OPTIONS=(--out "$M/report" --title "det-suite cache-hit on other Qwen3 shapes")
+    report_over "$M" report "$M"
+    finish "$M" models
+    ;;
 report)
     phase_report "$@"
     ;;
@@ -304,13 +338,20 @@ all)
     finish "$P" perf
     ;;
 flags)
+    other_lines=()
+    for line in "${OTHER_MODELS[@]}"; do
+        read -r preset modes _ <<<"$line"
+        other_cache_hit "$preset" "$modes"
+        other_lines+=("$(joined "${OTHER[@]}")")
+    done
     flags "$(joined "${RECORD[@]}")" "$(joined "${RECHECK[@]}")" "$(joined "${COMPARE[@]}")" \
           "$(joined "${E2E[@]}")" "$(joined "${CACHE_HIT[@]}")" "$(joined "${INVARIANCE[@]}")" \
-          "$(joined report "$OUT/gsm8k" "$OUT/perf" "${REPORT_OPTIONS[@]}")"
+          "$(joined report "$OUT/gsm8k" "$OUT/perf" "${REPORT_OPTIONS[@]}")" \
+          "${other_lines[@]}"
     exit $?
     ;;
 *)
-    echo "unknown phase '$PHASE' (gsm8k, perf, report, all or flags)" >&2
+    echo "unknown phase '$PHASE' (gsm8k, perf, models, report, all or flags)" >&2
     exit 2
     ;;
 esac

@@ -28,8 +28,16 @@ def test_every_command_line_parses(tmp_path, smoke):
     done = _run(["flags"], tmp_path, SMOKE=smoke)
     assert done.returncode == 0, done.stderr
     commands = [line.split()[1] for line in done.stdout.splitlines() if line.startswith("ok:")]
+    others = 1 if smoke == "1" else 3   # the models phase: one cache-hit per other model
     assert commands == ["gsm8k", "gsm8k", "compare", "bench", "cache-hit", "invariance",
-                        "report"]
+                        "report"] + ["cache-hit"] * others
+
+
+def test_the_models_phase_runs_the_other_qwen3_shapes(tmp_path):
+    out = _run(["flags"], tmp_path).stdout
+    assert "--model synthetic:qwen3-4b?seed=0 --modes det,stock --engines graph" in out
+    assert "--model synthetic:qwen3-14b?seed=0 --modes det,stock --engines graph" in out
+    assert "--model synthetic:qwen3-32b?seed=0 --modes det --engines graph" in out
 
 
 def test_the_h200_lines_are_the_ones_asked_for(tmp_path):

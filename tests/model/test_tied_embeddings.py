@@ -86,6 +86,7 @@ def test_the_cache_hit_check_passes_a_tied_model_with_hits_proven(tiny_tied):
 
     settings = CacheHitSettings(**{**CHECK_PRESETS["small"], "progress": None,
                                    "model": "synthetic:tiny-tied?seed=0", "modes": ("det",),
+                                   "prefixes": (8,), "suffix": 3,
                                    "batches": (2,), "variants": (EngineVariant(),),
                                    "max_new_tokens": 1, "device": "cpu"})
     result = run_cache_hit(settings, backend_factory=lambda mode, variant: EmbeddedBackend(

@@ -8,16 +8,35 @@ import pytest
 SHARD_BYTES = 16 * 1024
 
 
+def _built(preset):
+    from det_suite.models.synthetic import build_synthetic
+    return build_synthetic(preset, 0)
+
+
+def _written(preset, folder):
+    from det_suite.models.synthetic import write_synthetic
+    return write_synthetic(preset, 0, folder)
+
+
 @pytest.fixture(scope="session")
 def tiny():
-    from det_suite.models.synthetic import build_synthetic
-    return build_synthetic("tiny", 0)
+    return _built("tiny")
 
 
 @pytest.fixture(scope="session")
 def tiny_dir(tmp_path_factory):
-    from det_suite.models.synthetic import write_synthetic
-    return write_synthetic("tiny", 0, tmp_path_factory.mktemp("tiny-single"))
+    return _written("tiny", tmp_path_factory.mktemp("tiny-single"))
+
+
+@pytest.fixture(scope="session")
+def tiny_tied():
+    """tiny with its lm_head tied to the embedding (the small Qwen3s' layout)."""
+    return _built("tiny-tied")
+
+
+@pytest.fixture(scope="session")
+def tiny_tied_dir(tmp_path_factory):
+    return _written("tiny-tied", tmp_path_factory.mktemp("tiny-tied"))
 
 
 @pytest.fixture(scope="session")

@@ -7,19 +7,9 @@ import json
 import pytest
 import torch
 
-from det_suite.models.synthetic import PRESETS, build_synthetic, write_synthetic
+from det_suite.models.synthetic import PRESETS, build_synthetic
 
 pytestmark = pytest.mark.model
-
-
-@pytest.fixture(scope="module")
-def tiny_tied():
-    return build_synthetic("tiny-tied", 0)
-
-
-@pytest.fixture(scope="module")
-def tiny_tied_dir(tmp_path_factory):
-    return write_synthetic("tiny-tied", 0, tmp_path_factory.mktemp("tiny-tied"))
 
 
 def test_a_tied_checkpoint_holds_one_matrix(tiny_tied):

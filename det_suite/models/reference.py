@@ -10,36 +10,49 @@ from __future__ import annotations
 
 import torch
 
-from det_suite.models.checkpoint import LINEARS, Qwen3Checkpoint, layer_prefix
+from det_suite.models.checkpoint import LINEARS, NORMS, Qwen3Checkpoint, layer_prefix
+
+
+def dequantized_layer(ckpt: Qwen3Checkpoint, index: int, dtype=torch.float32) -> dict:
+    """Layer `index`'s parameters under their names inside the layer, in `dtype`, FP8
+    weights dequantized (in fp32 whatever `dtype` is: the product is the weight's true value)."""
+    layer = ckpt.layers[index]
+    out = {path: getattr(layer, name).to(dtype) for name, path in NORMS}
+    for name, path in LINEARS:
+        linear = getattr(layer, name)
+        out[f"{path}.weight"] = (linear.weight.float() * linear.weight_scale.float()).to(dtype)
+        if linear.bias is not None:
+            out[f"{path}.bias"] = linear.bias.to(dtype)
+    return out
+
+
+def _outer_state(ckpt: Qwen3Checkpoint, dtype) -> dict:
+    # A tied checkpoint holds the matrix once; the reference model is built untied (below)
+    # and holds it under both names, the same values.
+    return {"model.embed_tokens.weight": ckpt.embed_tokens.to(dtype),
+            "model.norm.weight": ckpt.norm.to(dtype), "lm_head.weight": ckpt.lm_head.to(dtype)}
 
 
 def dequantized_state_dict(ckpt: Qwen3Checkpoint, dtype=torch.float32) -> dict:
     """transformers' parameter names -> tensors in `dtype`, FP8 weights dequantized."""
-    out = {}
-    for name, tensor in ckpt.state_dict().items():
-        # Scales are folded in below; FP8 weights are dequantized there (converting them
-        # here first would hold a second full-size fp32 copy of every linear).
-        if name.endswith((".weight_scale", ".input_scale", ".k_scale", ".v_scale")) \
-                or tensor.dtype == torch.float8_e4m3fn:
-            continue
-        out[name] = tensor.to(dtype)
-    for i, layer in enumerate(ckpt.layers):
-        for field_name, path in LINEARS:
-            linear = getattr(layer, field_name)
-            # Dequantize in fp32 whatever `dtype` is: the product is the weight's true value.
-            out[f"{layer_prefix(i)}{path}.weight"] = \
-                (linear.weight.float() * linear.weight_scale.float()).to(dtype)
-    # A tied checkpoint stores the matrix once; the reference model is built untied (below)
-    # and holds it under both names, the same values.
-    out.setdefault("lm_head.weight", ckpt.lm_head.to(dtype))
+    out = _outer_state(ckpt, dtype)
+    for i in range(len(ckpt.layers)):
+        out.update({layer_prefix(i) + name: tensor
+                    for name, tensor in dequantized_layer(ckpt, i, dtype).items()})
     return out
 
 
-def reference_model(ckpt: Qwen3Checkpoint, *, dtype=torch.float32):
+def reference_model(ckpt: Qwen3Checkpoint, *, dtype=torch.float32,
+                    layer_by_layer: bool = False):
     """transformers' Qwen3ForCausalLM holding `ckpt`'s weights (dequantized) on its device.
 
     Built on the meta device and filled by assignment, so an 8B-shaped model never runs
     transformers' random initialisation, and its only copy of each weight is the one given.
+
+    layer_by_layer: each decoder layer dequantizes its weights as its forward starts and
+    drops them when it ends, so the model holds one layer in `dtype` at a time (a 32B
+    shape is 128 GB in fp32, more than a GPU holds). The same modules run the same ops on
+    the same values, so the outputs are those of the whole model held at once.
     """
     from transformers import Qwen3ForCausalLM
 
@@ -49,7 +62,26 @@ def reference_model(ckpt: Qwen3Checkpoint, *, dtype=torch.float32):
     config.tie_word_embeddings = False
     with torch.device("meta"):
         model = Qwen3ForCausalLM(config)
-    model.load_state_dict(dequantized_state_dict(ckpt, dtype), strict=True, assign=True)
+    if layer_by_layer:
+        outer = _outer_state(ckpt, dtype)
+        missing = model.load_state_dict(outer, strict=False, assign=True).missing_keys
+        unexpected = [name for name in missing if not name.startswith("model.layers.")]
+        if unexpected:
+            raise RuntimeError(f"reference model: parameters not filled: {unexpected}")
+        # Both hooks return None: a hook's return value would replace the layer's inputs
+        # or output.
+        def fill(module, index):
+            module.load_state_dict(dequantized_layer(ckpt, index, dtype), strict=True,
+                                   assign=True)
+
+        def drop(module):
+            module.to("meta")
+
+        for index, block in enumerate(model.model.layers):
+            block.register_forward_pre_hook(lambda module, _args, index=index: fill(module, index))
+            block.register_forward_hook(lambda module, _args, _out: drop(module))
+    else:
+        model.load_state_dict(dequantized_state_dict(ckpt, dtype), strict=True, assign=True)
     # Non-persistent buffers (rotary frequencies) were made on meta: rebuild them, on the
     # CPU so that every device starts from the same frequencies.
     with torch.device("cpu"):

@@ -216,7 +216,8 @@ def calibrate(ckpt: Qwen3Checkpoint, token_ids: list[int]) -> Qwen3Checkpoint:
     the fp32 dequantized reference forward (as ModelOpt's max calibration does)."""
     from det_suite.models.reference import reference_model
 
-    model = reference_model(ckpt)
+    # One layer in fp32 at a time: a 32B shape's whole fp32 model would not fit a GPU.
+    model = reference_model(ckpt, layer_by_layer=True)
     amax: dict[tuple[int, str], float] = {}
     hooks = []
     for i, block in enumerate(model.model.layers):

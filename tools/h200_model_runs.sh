@@ -32,7 +32,9 @@
 #        Qwen3 shapes no issue names: synthetic:qwen3-4b (tied embeddings) and qwen3-14b
 #        with the stock control beside det mode, qwen3-32b in det mode alone (its control
 #        would double a step that already takes most of a call's minutes); then a report.
-#        Estimate from the 8B's 57 s for det + stock: ~45 s, ~95 s and ~150 s.
+#        Measured on an H100 80GB (docs/evidence/h100-2026-12-06-l-pingpong-models): 4b
+#        66 s, 14b 78 s; the 32B build ran out of memory there before calibration went
+#        layer by layer (estimate now ~150 s).
 #
 # Measured on the H200 (docs/evidence/h200-2026-12-03-d-model-runs, steps.tsv): record 41 s,
 # each check 38-41 s, e2e 124 s, cache-hit 57 s, invariance 21 s; a profile took 44 s.

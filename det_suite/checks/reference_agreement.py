@@ -122,7 +122,9 @@ def run_reference_agreement(s: ReferenceSettings) -> ReferenceResult:
             backend.close()
         say(f"  {mode}: generated {s.prompts} x {s.max_new_tokens} tokens")
     # The reference scores each arm's own token path (their greedy tokens may differ).
-    model = reference_model(checkpoint)
+    # One layer in fp32 at a time (the same logits): a 14B or 32B shape's whole fp32 model
+    # does not fit beside its FP8 checkpoint on one GPU.
+    model = reference_model(checkpoint, layer_by_layer=True)
     result = ReferenceResult(settings={k: v for k, v in asdict(s).items() if k != "progress"})
     for mode, completions in outputs.items():
         deltas = []

@@ -65,9 +65,9 @@ def reference_model(ckpt: Qwen3Checkpoint, *, dtype=torch.float32,
     if layer_by_layer:
         outer = _outer_state(ckpt, dtype)
         missing = model.load_state_dict(outer, strict=False, assign=True).missing_keys
-        unexpected = [name for name in missing if not name.startswith("model.layers.")]
-        if unexpected:
-            raise RuntimeError(f"reference model: parameters not filled: {unexpected}")
+        unfilled = [name for name in missing if not name.startswith("model.layers.")]
+        if unfilled:
+            raise RuntimeError(f"reference model: parameters not filled: {unfilled}")
         # Both hooks return None: a hook's return value would replace the layer's inputs
         # or output.
         def fill(module, index):

@@ -3,7 +3,7 @@
 Every results file (invariance, bench, gpu-suite, lint, tune) records `revision()` and
 `source_hashes()`: the commit, whether the tree was clean (else a hash of the difference),
 and the sha256 of every source file of det-suite - the package, its tests, its tools. A
-reviewer (or `tests/unit/test_evidence.py`) can then tell whether committed evidence still
+reviewer (or `tests/repo/test_evidence.py`) can then tell whether committed evidence still
 describes HEAD: `stale_files(recorded)` names every file whose bytes changed since.
 
 A GPU machine often gets a copy of the working tree without a trustworthy `.git` (no
@@ -24,7 +24,7 @@ REPO_ROOT = PACKAGE_ROOT.parent
 REVISION_ENV = "DET_SUITE_REVISION"
 # Source files of det-suite, relative to the repository root: what a result depends on.
 SOURCE_GLOBS = ("det_suite/**/*.py", "det_suite/**/*.json", "tests/**/*.py", "tools/*.py",
-                "tools/*.sh", "tools/*.toml", "pyproject.toml")
+                "tools/*.sh", "tools/*.toml", "benchmarks/**/*.py", "pyproject.toml")
 _GIT_TIMEOUT_S = 10
 
 

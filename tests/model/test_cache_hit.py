@@ -15,7 +15,7 @@ from det_suite.checks.cache_hit import (PRESETS, CacheHitSettings, EngineVariant
 from det_suite.checks.cache_hit_report import render_markdown, verdict_lines, write_report
 from det_suite.engine.opsets import stock_fp8_linear
 from det_suite.platform.interpreter import interpreter_active
-from rowwise_ops import rowwise_opset
+from tests.model.rowwise_ops import rowwise_opset
 
 pytestmark = pytest.mark.model
 

@@ -14,7 +14,7 @@ import torch
 from det_suite.backends.interface import Request
 from det_suite.engine import Engine
 from det_suite.engine.prefix_cache import CacheFullError
-from rowwise_ops import rowwise_opset
+from tests.model.rowwise_ops import rowwise_opset
 
 pytestmark = pytest.mark.model
 

@@ -1,33 +1,31 @@
 #!/usr/bin/env bash
-# The one GPU command behind docs/evidence/h200-*. Runs from source, on the tree as sent,
-# nothing deselected, every table entry, the table's own pipeline depths as shipped (plus the
-# 2- and 3-stage A/B arms), and archives everything under $OUT as one file per phase (the
-# device tool returns few files). A device call is limited to 10 minutes, so the work is
-# split into phases; run them in order, each in its own call:
+# The kernel-level GPU evidence run: from source, on the tree as sent, nothing deselected,
+# every table entry, the table's pipeline depths as shipped plus the 2- and 3-stage A/B arms.
+# Three phases, each fitting a short job, each archived under $OUT as <phase>.tgz:
 #
-#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_evidence.sh matrix    # bench, invariance matrix, lint
-#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_evidence.sh tests     # GPU pytest, bench without PDL
-#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_evidence.sh mutants   # GPU-only mutants must be killed
+#   OUT=... DET_SUITE_REVISION=<commit> tools/gpu_evidence.sh matrix    # bench, invariance matrix, lint
+#   OUT=... DET_SUITE_REVISION=<commit> tools/gpu_evidence.sh tests     # GPU pytest, bench without PDL
+#   OUT=... DET_SUITE_REVISION=<commit> tools/gpu_evidence.sh mutants   # GPU-only mutants must be killed
 #
-# The benchmark gates are the speed the kernel must not fall below and the accuracy it must
-# keep: since FP32 promotion (issue 10) the speed gates are the promotion-on baseline measured
-# on the H200 with a margin for run-to-run noise (promotion every 256, evidence
-# h200-2026-12-03-d: geomean 1.105, worst cell 1.53, decode 1.42x the weight-bytes floor),
-# not the parity target; BENCH_MAX_* override them. --max-error-ratio 1.10: det-suite's error against
-# fp64 within 1.10x cuBLAS default's in every cell.
+# Then unpack the three archives into one folder and turn it into the family's evidence:
+#   python -m det_suite.reports.evidence_summary pack RUN_DIR docs/evidence/sm90 sm90 <run name>
+# which also rewrites README.md's Measured block (add a line to docs/evidence/HISTORY.md).
 #
-# DET_SUITE_REVISION names the commit the sender's tree is at (det_suite/provenance.py): a
-# copied tree's own .git, if any, may be stale. Every results file also records the sha256
-# of every source file, which is what tests/unit/test_evidence.py checks against HEAD.
+# Benchmark gates: the speed the kernel must not fall below (the FP32-promotion baseline with a
+# margin for run-to-run noise; BENCH_MAX_* override) and the accuracy it must keep (error
+# against fp64 within 1.10x cuBLAS default's in every cell). DET_SUITE_REVISION names the
+# sender's commit (a copied tree's .git may be stale); every results file also records the
+# sha256 of every source file. WHEELS=DIR installs wheels from DIR first (GSM8K unit tests need
+# `datasets`; without it those files are reported not run).
 set -uo pipefail
 cd "$(dirname "$0")/.." || exit 2
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
-PHASE=${1:?usage: tools/h200_evidence.sh matrix|tests|mutants}
-# The GPU pytest includes the GSM8K unit tests, which need `datasets`: the image lacks it, so
-# carry it as wheels in .whl/ (tools/carried_wheels.sh); without them those files are not run.
-source tools/carried_wheels.sh
-install_carried_wheels || exit 2
+PHASE=${1:?usage: tools/gpu_evidence.sh matrix|tests|mutants}
+if [ -n "${WHEELS:-}" ]; then
+    "$PY" -m pip install -q --no-index --no-deps --target /tmp/site "$WHEELS"/*.whl || exit 2
+    export PYTHONPATH=$PWD:/tmp/site
+fi
 DIR="$OUT/$PHASE"
 mkdir -p "$DIR"
 status=0
@@ -69,7 +67,7 @@ import tomllib
 data = tomllib.load(open("tools/mutations.toml", "rb"))
 print(",".join(m["name"] for m in data["mutation"] if m.get("needs_gpu")))
 PYEOF
-)" --pytest-args "-x -q -p no:cacheprovider -p det_suite.pytest_plugin tests/unit/test_fp8_linear.py tests/unit/test_fp8_quantize.py tests/unit/test_bi_attention_split.py" \
+)" --pytest-args "-x -q -p no:cacheprovider -p det_suite.pytest_plugin tests/unit/ops/test_fp8_linear.py tests/unit/ops/test_fp8_quantize.py tests/unit/ops/test_bi_attention_split.py" \
         --timeout 240 --out "$DIR" > "$DIR/mutate.log" 2>&1 || status=$?
     ;;
 *)

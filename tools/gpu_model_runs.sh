@@ -1,62 +1,27 @@
 #!/usr/bin/env bash
-# The model-level runs on one H200, for `synthetic:qwen3-8b?seed=0` in det mode, from source
-# (PYTHONPATH=$PWD), everything under $OUT. A device call is limited to 10 minutes and the
-# work takes about 9 to 11 (estimates below), so it is split into two phases; run each in its
-# own call (or `all` where nothing limits a call):
+# The model-level runs on one SM90 GPU (H100 or H200) for `synthetic:qwen3-8b?seed=0` in det
+# mode, from source (PYTHONPATH=$PWD), everything under $OUT, one archive per phase. The
+# phases are split so each fits a short CI job (each under 10 minutes on an H100/H200):
 #
-#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_model_runs.sh gsm8k   # record, second boot, 2 vs 3 stages
-#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_model_runs.sh perf    # e2e A/B, cache-hit, invariance, report
-#   OUT=... DET_SUITE_REVISION=<commit> tools/h200_model_runs.sh models  # cache-hit on the other Qwen3 shapes
-#   OUT=... tools/h200_model_runs.sh report gsm8k.tgz perf.tgz           # one report over both (CPU is enough)
-#   OUT=... tools/h200_model_runs.sh flags                              # parse every command line, run nothing
+#   OUT=... DET_SUITE_REVISION=<commit> tools/gpu_model_runs.sh gsm8k   # fixture check, record, second boot, 2 vs 3 stages
+#   OUT=... DET_SUITE_REVISION=<commit> tools/gpu_model_runs.sh perf    # e2e A/B, cache-hit, invariance, decode profile, report
+#   OUT=... DET_SUITE_REVISION=<commit> tools/gpu_model_runs.sh models  # cache-hit on qwen3-4b (tied), 14b, 32b
+#   OUT=... tools/gpu_model_runs.sh report gsm8k.tgz perf.tgz           # one report over phases (CPU is enough)
+#   OUT=... tools/gpu_model_runs.sh flags                              # parse every command line, run nothing
 #
-# gsm8k: 0) `det-suite gsm8k check` of the fixture committed for this model and stack
-#           (fixtures/gsm8k/...; COMMITTED_FIXTURE overrides, empty skips): an exact check
-#           proves the engine and kernels of this revision kept every output bit;
-#        a) `det-suite gsm8k record` of the seed's fixture (the full preset: GSM8K-schema
-#           rows 32-159, 512 new tokens, batch 32, CUDA Graph decode; the offline synthetic
-#           data set: the H200 has no hub access) into $OUT/gsm8k/fixtures;
-#        b) `det-suite gsm8k check` of that fixture in a fresh process (the second boot), then
-#           the same work with every FP8 linear pinned to 2 and to 3 pipeline stages (the table
-#           mixes 3, 4 and 6), each checked against the fixture, and `det-suite compare` of
-#           the 2- and 3-stage runs.
-# perf:  c) `det-suite bench e2e` (control vs det, boots A B B A, thermal gate at 55 C,
-#           --max-ratio 1.05 --max-decode-floor-ratio 1.5);
-#        d) `det-suite cache-hit` (det and the stock control, CUDA Graph engine: the seed's 18
-#           cases) and `det-suite invariance --full` on the four Qwen3-8B shapes;
-#        d') tools/profile_decode.py: the batch-1 decode step split into graph replay and
-#           host work, the replay by kernel (not in SMOKE runs: it needs CUDA Graphs), then
-#           again with the ops launched without PDL (--no-pdl: per-kernel times);
-#        e) `det-suite report` over every phase folder in $OUT into $OUT/report (no screenshot).
-# models: `det-suite cache-hit` (CUDA Graph engine, the seed's 18 cases) on the published
-#        Qwen3 shapes no issue names: synthetic:qwen3-4b (tied embeddings) and qwen3-14b
-#        with the stock control beside det mode, qwen3-32b in det mode alone (its control
-#        would double a step that already takes most of a call's minutes); then a report.
-#        Measured on an H100 80GB (docs/evidence/h100-2026-12-06-l-pingpong-models): 4b
-#        66 s, 14b 78 s; the 32B build ran out of memory there before calibration went
-#        layer by layer (estimate now ~150 s).
-#
-# Measured on the H200 (docs/evidence/h200-2026-12-03-d-model-runs, steps.tsv): record 41 s,
-# each check 38-41 s, e2e 124 s, cache-hit 57 s, invariance 21 s; a profile took 44 s.
-# At b451ebc (log_softmax in slices) invariance ran past a 60 s limit: it has 90 now, and e2e
-# 230 (it took 124) so the phase stays inside a call.
-# First estimate, from the code and the earlier runs (docs/evidence/h200-2026-12-03-c):
-# a process starts in ~8 s and builds the synthetic 8B on the GPU in ~15 s; the first one
-# compiles the kernels (~30-60 s, cached on disk for the rest of the call). A CUDA Graph decode
-# step took <= 12 ms there (cache-hit graph cases: ~64 steps in 0.7 s), so a GSM8K run is
-# 4 batches x 512 steps ~ 25 s of decode: record ~90 s (cold), each check ~60 s, the pinned
-# ones more for compiling their stage variants: gsm8k ~4-5 min. e2e: 4 boots x (start, build,
-# 24 samples of prefill + 32 tokens) ~40-60 s each, ~3-4 min; cache-hit det+stock graph
-# ~1.5 min (det graph alone was 17 s of cases); invariance on 4 of the 9 shapes ~1 min (all 9
-# took 127 s); report ~10 s: perf ~6 min. Each step runs under `timeout` (SIGINT first, so
-# e2e keeps its finished boots) with a limit that keeps its phase under 9 minutes (the
-# limits add up to 560 s for gsm8k, 570 s for perf); the steps and their wall times are in <phase>/steps.tsv and
-# steps.json (the report reads it). Each phase starts with a preflight (~5 s) that fails it
-# before any model is built: gsm8k loads its rows through `datasets`, perf needs NVML.
-#
-# The device image has no `datasets` (nor its dill, multiprocess): carry them as wheels in
-# .whl/ (docs: /work/.library/device/README.md); the gsm8k, perf and all phases install
-# whatever .whl/ holds into /tmp/site first.
+# gsm8k: `det-suite gsm8k check` of the committed fixture for this model and stack
+#        (COMMITTED_FIXTURE overrides, empty skips), a fresh `gsm8k record` (rows 32-159, 512
+#        new tokens, batch 32, CUDA Graph decode, the offline synthetic data set), its check in a
+#        second process, and the same work pinned to 2 and 3 pipeline stages, compared.
+# perf:  `bench e2e` (A B B A boots, thermal gate), `cache-hit` (det and the control arms),
+#        `invariance --full` on the Qwen3-8B shapes, benchmarks/profile_decode.py with and
+#        without PDL, then `det-suite report` over the phase folders.
+# models: `cache-hit` on the published Qwen3 shapes no issue names.
+# Each step runs under `timeout` (SIGINT first, so e2e keeps finished boots); steps and wall
+# times land in <phase>/steps.tsv and steps.json (the report reads them); a preflight fails a
+# phase before any model is built (gsm8k needs `datasets`, perf needs NVML).
+# WHEELS=DIR installs the wheels in DIR into /tmp/site first, for a machine without the
+# extras' packages and without network.
 #
 # SMOKE=1 rehearses the same steps on a CPU: the tiny model, CPU-sized presets, eager
 # engines, no speed gates (the e2e gates are GPU-only), limits x4 (LIMIT_SCALE). KEEP=1
@@ -70,17 +35,16 @@ PY=${PYTHON:-python3}
 PHASE=${1:-}
 shift || true
 if [ -z "${OUT:-}" ]; then
-    echo "usage: OUT=DIR tools/h200_model_runs.sh gsm8k|perf|models|report [RESULTS...]|all|flags" >&2
+    echo "usage: OUT=DIR tools/gpu_model_runs.sh gsm8k|perf|models|report [RESULTS...]|all|flags" >&2
     exit 2
 fi
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
 SMOKE=${SMOKE:-0}
 DS=("$PY" -m det_suite)
-# Packages the device image lacks travel as wheels in .whl/ (tools/carried_wheels.sh).
-source tools/carried_wheels.sh
-if [[ "$PHASE" =~ ^(gsm8k|perf|all)$ ]]; then
-    install_carried_wheels || exit 2
+if [ -n "${WHEELS:-}" ] && [[ "$PHASE" =~ ^(gsm8k|perf|all)$ ]]; then
+    "$PY" -m pip install -q --no-index --no-deps --target /tmp/site "$WHEELS"/*.whl || exit 2
+    export PYTHONPATH=$PWD:/tmp/site
 fi
 
 if [ "$SMOKE" = 1 ]; then
@@ -165,7 +129,7 @@ write_json_atomic(out, {
     "kind": "h200-model-runs", "phase": phase, "model": model,
     "ok": all(s["exit_code"] == 0 for s in steps),
     "headline": step_lines(steps),
-    "ran": f"phase {phase} of tools/h200_model_runs.sh on {model}",
+    "ran": f"phase {phase} of tools/gpu_model_runs.sh on {model}",
     "steps": steps, "environment": environment()})
 PYEOF
 }
@@ -244,10 +208,10 @@ phase_perf() {
     step "$P" invariance 90 "${DS[@]}" "${INVARIANCE[@]}"
     # Where the batch-1 decode step goes: graph replay vs host work, replay by kernel.
     if [ "$SMOKE" != 1 ]; then
-        step "$P" profile_decode 45 "$PY" tools/profile_decode.py "$P/profile_decode" \
+        step "$P" profile_decode 45 "$PY" benchmarks/profile_decode.py "$P/profile_decode" \
             --model "$MODEL"
         # The same with the ops launched plainly: CUPTI then times each kernel on its own.
-        step "$P" profile_decode_no_pdl 45 "$PY" tools/profile_decode.py \
+        step "$P" profile_decode_no_pdl 45 "$PY" benchmarks/profile_decode.py \
             "$P/profile_decode_no_pdl" --model "$MODEL" --no-pdl
     fi
     steps_json "$P" perf

@@ -7,7 +7,7 @@ which survive. A surviving mutant is a bug the test selection cannot see.
 
     .venv/bin/python tools/mutate.py --list
     .venv/bin/python tools/mutate.py --only split-k-fixup-reverse \\
-        --pytest-args "-x -q -p no:cacheprovider tests/unit/test_fp8_linear.py"
+        --pytest-args "-x -q -p no:cacheprovider tests/unit/ops/test_fp8_linear.py"
     .venv/bin/python tools/mutate.py                  # every CPU-visible mutant, tests/unit
 
 How a run works

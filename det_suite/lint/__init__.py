@@ -32,7 +32,7 @@ One kernel registry: what the lint compiles, and what each kernel must compile t
 file, one registry entry and its launch in `ops.launch_spec`; a GEMM kernel is then linted
 wherever `ops.gemm_launch_spec` launches it. A kernel that must hold no MMA and is not
 part of the GEMM launch also needs its launch bound in `variants.fixed_kernel_launch`;
-tests/unit/test_policy_lint.py fails until it is.
+tests/unit/lint/test_policy_lint.py fails until it is.
 """
 
 from det_suite.lint.jobs import CompileJob, specialize

@@ -21,6 +21,9 @@ yaml = pytest.importorskip("yaml", reason="pyyaml is in det-suite's test extra")
 
 ROOT = Path(__file__).resolve().parents[2]
 MATRIX_DOC = ROOT / "docs" / "runtime-matrix.md"
+RUNNERS_DOC = ROOT / "docs" / "ci-runners.md"
+pytestmark = pytest.mark.skipif(not (ROOT / "docs").is_dir(),
+                                reason="docs/ is absent from this checkout")
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 # Labels every self-hosted Linux runner carries without being told.
 DEFAULT_LABELS = {"self-hosted", "linux"}
@@ -44,8 +47,9 @@ def _table(text: str, header_start: str) -> list[list[str]]:
 
 
 def readme_section(text: str) -> str:
+    """The runners page's part about the runtime matrix, runners and variables."""
     start = text.index("## Runtime matrix")
-    end = text.index("\n## ", start + 1)
+    end = text.index("\n## pytest markers", start + 1)
     return text[start:end]
 
 
@@ -135,7 +139,7 @@ def runner_docs_problems(readme: str, config: dict, workflow_texts: list[str]) -
         problems.append(f".github/actionlint.yaml lists runner label {label!r} no job uses")
     for label in sorted(labels):
         if f"| `{label}` |" not in section:
-            problems.append(f"README's runner table does not describe label {label!r}")
+            problems.append(f"the runners page's runner table does not describe label {label!r}")
     variables = _workflow_variables(workflow_texts)
     known_variables = set(config.get("config-variables") or [])
     for name in sorted(variables - known_variables):
@@ -144,9 +148,9 @@ def runner_docs_problems(readme: str, config: dict, workflow_texts: list[str]) -
         problems.append(f".github/actionlint.yaml lists variable {name} no workflow reads")
     for name in sorted(variables):
         if f"| `{name}` |" not in section:
-            problems.append(f"README's variable table does not describe {name}")
+            problems.append(f"the runners page's variable table does not describe {name}")
     if CPU_TORCH not in section or CPU_INDEX not in section:
-        problems.append(f"README's runtime section does not say how to get the CPU build "
+        problems.append(f"the runners page's runtime section does not say how to get the CPU build "
                         f"({CPU_TORCH} with {CPU_INDEX})")
     for text in workflow_texts:
         for index in re.findall(r"'(https://download\.pytorch\.org/whl/\w+)'", text):
@@ -157,7 +161,7 @@ def runner_docs_problems(readme: str, config: dict, workflow_texts: list[str]) -
 
 def _real_runner_inputs():
     folder = ROOT / ".github" / "workflows"
-    return ((ROOT / "README.md").read_text(),
+    return (RUNNERS_DOC.read_text(),
             yaml.safe_load((ROOT / ".github" / "actionlint.yaml").read_text()),
             [p.read_text() for p in sorted(folder.glob("*.yml"))])
 
@@ -168,9 +172,9 @@ def test_readme_documents_every_runner_label_and_variable():
 
 BROKEN_RUNNER_DOCS = [
     ("label-undocumented", "readme", "| `sglang-0.5.23` |", "| sglang |",
-     "README's runner table does not describe label 'sglang-0.5.23'"),
+     "the runners page's runner table does not describe label 'sglang-0.5.23'"),
     ("variable-undocumented", "readme", "| `DET_SUITE_SGLANG_RUNNERS` |", "| runners |",
-     "README's variable table does not describe DET_SUITE_SGLANG_RUNNERS"),
+     "the runners page's variable table does not describe DET_SUITE_SGLANG_RUNNERS"),
     ("cpu-index-undocumented", "readme", "https://download.pytorch.org/whl/cpu tox",
      "tox", "does not say how to get the CPU build"),
     ("new-label-not-configured", "workflow", "[self-hosted, linux, gpu, sm90]",
@@ -185,7 +189,7 @@ BROKEN_RUNNER_DOCS = [
 def test_broken_runner_docs_are_caught(where, old, new, expected):
     readme, config, texts = _real_runner_inputs()
     if where == "readme":
-        assert old in readme_section(readme), "the mutation no longer applies to README.md"
+        assert old in readme_section(readme), "the mutation no longer applies to docs/ci-runners.md"
         readme = readme.replace(old, new)
     else:
         first = next((i for i, t in enumerate(texts) if old in t), None)

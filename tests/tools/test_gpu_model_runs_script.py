@@ -1,4 +1,4 @@
-"""tools/h200_model_runs.sh, the one H200 call behind the model-level report: every command
+"""tools/gpu_model_runs.sh, the GPU calls behind the model-level report: every command
 line it runs parses with det-suite's own parser (a renamed or removed flag fails here, on a
 CPU, not in a device call), and usage errors exit 2 before anything runs."""
 
@@ -10,7 +10,7 @@ import pytest
 
 from det_suite.reports.provenance import REPO_ROOT
 
-SCRIPT = REPO_ROOT / "tools" / "h200_model_runs.sh"
+SCRIPT = REPO_ROOT / "tools" / "gpu_model_runs.sh"
 
 
 def _run(args, tmp_path, **env):

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     import torch
 
-# As tests/unit/test_fp8_linear.py justifies from the H200 run: BF16 output rounding is 2**-8
+# As tests/unit/ops/test_fp8_linear.py justifies from the H200 run: BF16 output rounding is 2**-8
 # relative, and Hopper's FP8 wgmma accumulates with fewer mantissa bits than fp32 between
 # promotions (Triton's default), which left isolated outputs ~1% of max|ref| off at
 # K = 12288, while torch._scaled_mm promotes. A wrong tile, a stale buffer or garbage is off

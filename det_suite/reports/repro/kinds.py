@@ -29,7 +29,7 @@ OTHER_TITLES = {
     "gsm8k-check": "GSM8K fixture check",
     "fixed-work-compare": "Output comparison",
     "reference_agreement": "fp32 reference agreement",
-    "h200-model-runs": "Model-run steps (tools/h200_model_runs.sh)",
+    "h200-model-runs": "Model-run steps (tools/gpu_model_runs.sh)",
 }
 # A comparison's own verdicts (det_suite.checks.fixed_work, checks.gsm8k) -> report status.
 # Not comparable is neither a pass nor a failure, and no report built on it passes.
@@ -151,7 +151,7 @@ def step_lines(steps: list[dict]) -> list[str]:
 
 
 def _steps(d: dict) -> dict:
-    """tools/h200_model_runs.sh's step table of one phase."""
+    """tools/gpu_model_runs.sh's step table of one phase."""
     steps = d.get("steps", [])
     return {"status": _status(d.get("ok")), "headline": step_lines(steps), "skipped": [],
             "ran": str(d.get("ran") or ", ".join(s["step"] for s in steps))}

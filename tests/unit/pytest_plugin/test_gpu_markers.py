@@ -195,7 +195,7 @@ def test_every_test_using_cuda_carries_a_gpu_marker():
 def test_scan_of_the_tree_sees_a_known_cuda_test():
     # Positive control on real files: a scan that read nothing would pass the check above.
     seen = {test.nodeid: test for test in scan_tree()}
-    known = "tests/unit/test_ops_validation.py::test_tensors_on_different_devices_are_rejected"
+    known = "tests/unit/ops/test_ops_validation.py::test_tensors_on_different_devices_are_rejected"
     assert known in seen and seen[known].marked, sorted(seen)
 
 

@@ -1,4 +1,4 @@
-"""Where a batch-1 decode step of the embedded engine spends its time (issue 15, H200).
+"""Where a batch-1 decode step of the embedded engine spends its time (CUDA GPU only).
 
 `bench e2e` reports a decode step as (end-to-end - prefill) / tokens: the CUDA Graph replay
 plus the host work around it (building the step's metadata, copying it into the graph's
@@ -18,7 +18,7 @@ the per-kernel column over-counts those kernels; `--no-pdl` launches the ops pla
 from their tile table and stays.
 
 Developer tool: writes JSON and a text table. Usage:
-    python tools/profile_decode.py OUT_DIR [--model synthetic:qwen3-8b?seed=0] [--mode det]
+    python benchmarks/profile_decode.py OUT_DIR [--model synthetic:qwen3-8b?seed=0] [--mode det]
         [--prefix 128,2048] [--tokens 32] [--no-pdl]
 """
 
@@ -156,6 +156,10 @@ def main(argv) -> int:
     p.add_argument("--no-pdl", action="store_true",
                    help="launch the batch-invariant ops without PDL (per-kernel timing)")
     args = p.parse_args(argv)
+    if not torch.cuda.is_available():
+        print("profile_decode: needs a CUDA GPU (it times CUDA Graph replays); none is visible",
+              file=sys.stderr)
+        return 2
     if args.no_pdl:
         from det_suite.ops.launch import PDL_ENV
         os.environ[PDL_ENV] = "0"

@@ -3,7 +3,7 @@ segmented GEMM (`ops.fp8_scaled_mm_segmented`).
 
 A batch-1 decode step runs each projection as its own GEMM: k and v (N = 1024 on
 Qwen3-8B) fill 16 of the H200's 132 SMs and gate and up 1.5 waves each, so the step pays
-for narrow launches, not for weight bytes (tools/profile_decode.py). Stacked, q/k/v is one
+for narrow launches, not for weight bytes (benchmarks/profile_decode.py). Stacked, q/k/v is one
 N = 6144 GEMM and gate/up one N = 24576 GEMM. The checkpoint's scales stay exact: each
 member keeps its own weight and input scale (one per column segment), so no weight is
 re-rounded to a shared scale, as a merged per-tensor scale would require.

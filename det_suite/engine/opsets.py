@@ -69,7 +69,7 @@ def det_opset(stages: int | None = None) -> OpSet:
 
     # The producers of FP8 linears' inputs quantize in their own pass: a decode step
     # launches a norm and three quantizations per q/k/v as one kernel (the H200 profile,
-    # tools/profile_decode.py: 252 quantization launches, 0.93 ms of a 6.2 ms step).
+    # benchmarks/profile_decode.py: 252 quantization launches, 0.93 ms of a 6.2 ms step).
     def norm_for_linears(x, weight, eps, linears):
         scales = [lin.input_scale for lin in linears]
         return [qi.QuantizedInput(q, s, x.dtype)

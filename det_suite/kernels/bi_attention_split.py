@@ -14,7 +14,7 @@ Why HEADS query heads in one tile: a decode row's query heads of one KV head (it
 group) all read that KV head's keys, at one position, so one mask. Put in rows 0..HEADS-1
 of the MMA tile they read each K/V tile once instead of once per head, from GROUP-times
 fewer programs (the H200 measured a Qwen3-8B decode call at 2048 keys 18.1 -> 13.0 us at
-batch 1, 52.9 -> 19.2 us at batch 4: tools/attention_decode_sweep.py). It cannot change a
+batch 1, 52.9 -> 19.2 us at batch 4: docs/decode-step-kernels.md). It cannot change a
 head's bits: a row of `tl.dot`'s output depends on that row of its first operand only (what
 makes any GEMM row-invariant, and what the tile kernel's own query rows already rely on),
 and each row keeps its own max, sum and accumulator. HEADS is the largest divisor of GROUP

@@ -28,7 +28,7 @@ Launcher = Callable[[Any, KernelCall, list, dict], Any]
 # Set to 0 to launch the batch-invariant ops without PDL (bits are the same either way): to
 # time each kernel on its own, or where a driver mishandles programmatic launches. Set to
 # "early" to have them release the next launch before they wait (`grid_dependency`
-# RELEASE_FIRST): the same bits, a measured choice (tools/decode_prefetch_sweep.py).
+# RELEASE_FIRST): the same bits, a measured choice (docs/decode-step-kernels.md).
 PDL_ENV = "DET_SUITE_PDL"
 PDL_ENV_VALUES = ("0", "1", "early")
 

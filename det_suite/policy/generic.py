@@ -10,8 +10,8 @@ the shapes it has seen (docs in the table notes) from three quantities:
   K >= 8192: below that, measured split-K lost to its partial-sum traffic. Floor, not
   round: a split that overfills the GPU (two chunks of 80 tiles on 132 SMs) runs a second
   partial wave and lost at every M on the H200 (qwen3-32b's o projection: 1.34 -> 1.78 of
-  cuBLAS at M = 128, sweep in docs/evidence/h200-2026-12-03-d/promotion), while 40 tiles
-  split three ways won (qwen3-4b's down projection at decode: 1.20 -> 0.85).
+  cuBLAS at M = 128, evidence run h200-2026-12-03-d in docs/evidence/HISTORY.md), while 40
+  tiles split three ways won (qwen3-4b's down projection at decode: 1.20 -> 0.85).
 - the middle class (33 <= M <= 256) by N: 64 x 64 tiles up to N = 4096 (enough programs
   to fill the GPU), 128 x 128 on two warpgroups from N = 8192, 64 x 128 between; above
   M = 256 every shape takes 128 x 128 on two warpgroups. Decode tiles pipeline deeper on
@@ -52,9 +52,10 @@ def split_for(n: int, k: int, sm_count: int) -> int:
 
 
 def _sm90_tiles(n: int, k: int, split: int) -> list[dict]:
-    # Measured with FP32 promotion every 256 on the H200 (tools/promotion_sweep.py, twelve
-    # shapes, M = 1..8192): the MMA pipeline drains at each promotion point, so tiles win
-    # that keep two warpgroups busy (128 x 128 on 8 warps) once M fills them.
+    # Measured with FP32 promotion every 256 on the H200 (the promotion sweep of evidence
+    # run h200-2026-12-03-d, docs/evidence/HISTORY.md; twelve shapes, M = 1..8192): the MMA
+    # pipeline drains at each promotion point, so tiles win that keep two warpgroups busy
+    # (128 x 128 on 8 warps) once M fills them.
     ws = {"use_workspace": True} if split > 1 else {}
     decode_stages = 3 if n >= WIDE_N else (6 if k >= MIN_SPLIT_K else 4)
     swap = dict(block_n=64, num_warps=4, num_stages=decode_stages, use_tma=True, swap_ab=True,

@@ -19,9 +19,10 @@ SWAP_FALLBACK_BLOCK_M = 64
 # SM89/SM120 mma.sync and SM100 tcgen05 take no interval here: Triton applies none there
 # (`max_num_imprecise_acc` is a wgmma-only option); their accuracy is measured, not assumed.
 # SM90 promotes every 256, not 128: on the H200 both measured within 1.003x of cuBLAS
-# default's error against fp64 at K up to 28672 (docs/evidence: promotion probe), while
-# Triton drains the MMA pipeline at each promotion point, so 256 halves those stalls
-# (decode geomean vs torch._scaled_mm 0.99 against 1.15 with 128; tools/promotion_sweep.py).
+# default's error against fp64 at K up to 28672 (the promotion probe of evidence run
+# h200-2026-12-03-c, docs/evidence/HISTORY.md), while Triton drains the MMA pipeline at each
+# promotion point, so 256 halves those stalls (decode geomean vs torch._scaled_mm 0.99
+# against 1.15 with 128; docs/kernel-promotion.md).
 FAMILY_PROMOTE_K = {"sm90": 256}
 # FP8 elements in one 128-byte L2 line: the unit a tile's weight prefetch (prefetch_k) counts in.
 L2_LINE_ELEMENTS = 128

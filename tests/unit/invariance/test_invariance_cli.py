@@ -43,8 +43,8 @@ def m_dependent_linear(x, w, ws, xs, bias):
     return y.to(x.dtype).reshape(*x.shape[:-1], w.shape[0])
 
 
-ROWWISE = "test_invariance_cli:rowwise_linear"
-VARIANT = "test_invariance_cli:m_dependent_linear"
+ROWWISE = f"{__name__}:rowwise_linear"
+VARIANT = f"{__name__}:m_dependent_linear"
 
 
 def run(tmp_path, *args):

@@ -43,8 +43,8 @@ not_callable = 42
     pytest.param("bf16_linear", "bf16_linear", False, False, None, id="bf16-measured"),
     pytest.param("torch_scaled_mm", "torch_scaled_mm", False, False, None,
                  id="vendor-measured"),
-    pytest.param("test_invariance_providers:custom_linear",
-                 "test_invariance_providers:custom_linear", True, False, None,
+    pytest.param(f"{__name__}:custom_linear",
+                 f"{__name__}:custom_linear", True, False, None,
                  id="custom-claims-by-default"),
 ])
 def test_spec_resolves_to_provider_with_claims(spec, name, claims, control, stages):
@@ -59,8 +59,8 @@ def test_spec_resolves_to_provider_with_claims(spec, name, claims, control, stag
     pytest.param("det_suite:s9", id="unsupported-stages"),
     pytest.param("det_suite:sm90:sm120", id="two-families"),
     pytest.param("no_such_module_xyz:fn", id="custom-module-missing"),
-    pytest.param("test_invariance_providers:missing", id="custom-attr-missing"),
-    pytest.param("test_invariance_providers:not_callable", id="custom-not-callable"),
+    pytest.param(f"{__name__}:missing", id="custom-attr-missing"),
+    pytest.param(f"{__name__}:not_callable", id="custom-not-callable"),
 ])
 def test_bad_spec_raises_value_error(spec):
     with pytest.raises(ValueError):
@@ -69,13 +69,13 @@ def test_bad_spec_raises_value_error(spec):
 
 @pytest.mark.parametrize("option,claims,control", [
     pytest.param({}, True, False, id="default-claims"),
-    pytest.param({"no_claim": ["test_invariance_providers:custom_linear"]}, False, False,
+    pytest.param({"no_claim": [f"{__name__}:custom_linear"]}, False, False,
                  id="no-claim"),
-    pytest.param({"expect_variant": ["test_invariance_providers:custom_linear"]}, False, True,
+    pytest.param({"expect_variant": [f"{__name__}:custom_linear"]}, False, True,
                  id="expect-variant"),
 ])
 def test_resolve_adjusts_claims_by_name(option, claims, control):
-    selection = prov.resolve(["test_invariance_providers:custom_linear"], DEVICE, **option)
+    selection = prov.resolve([f"{__name__}:custom_linear"], DEVICE, **option)
     p = selection.providers[0]
     assert (p.claims_invariance, p.expect_variant) == (claims, control)
 

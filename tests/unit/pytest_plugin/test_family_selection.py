@@ -18,7 +18,7 @@ from det_suite.pytest_plugin.families import FAMILIES, family_cases
 pytest_plugins = ["pytester"]
 
 PLUGIN_ARGS = ("-p", "det_suite.pytest_plugin", "--strict-markers", "-ra")
-UNIT_TESTS = Path(__file__).resolve().parent
+UNIT_TESTS = Path(__file__).resolve().parents[1]
 
 CPU = hardware.Snapshot(
     cuda_available=False, device_name=None, capability=None, interpreter_active=True,
@@ -188,8 +188,8 @@ def test_family_cases_rejects_a_family_without_a_marker():
 @pytest.mark.parametrize("family", FAMILIES)
 def test_kernel_level_gpu_suite_has_a_case_per_id_for_each_family(pytester, machine, family):
     """The seed's SM120 file had 137 cases; each family's GPU suite has at least as many."""
-    files = [str(UNIT_TESTS / name) for name in ("test_fp8_linear.py",
-                                                 "test_invariance_gpu.py")]
+    files = [str(UNIT_TESTS / name) for name in ("ops/test_fp8_linear.py",
+                                                 "invariance/test_invariance_gpu.py")]
     result = run(pytester, "--collect-only", "-q", "-p", "no:cacheprovider",
                  "-m", f"{family} and gpu", *files)
     ids = [line for line in result.stdout.lines if "::" in line]

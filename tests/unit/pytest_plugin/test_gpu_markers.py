@@ -24,7 +24,7 @@ import pytest
 
 from det_suite.pytest_plugin.markers import GPU_MARKERS
 
-TESTS_ROOT = Path(__file__).resolve().parents[1]
+TESTS_ROOT = Path(__file__).resolve().parents[2]
 # torch.cuda calls that work, and answer, on a machine without a GPU.
 CUDA_QUERIES = frozenset({"is_available", "device_count", "is_initialized"})
 # Calls whose second argument names an attribute (`monkeypatch.setattr(torch.version,

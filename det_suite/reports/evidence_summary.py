@@ -18,7 +18,7 @@ import io
 import json
 import sys
 import tarfile
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 
 from det_suite.reports import evidence
 from det_suite.reports.provenance import REPO_ROOT, source_hashes
@@ -95,11 +95,19 @@ def changed_since(summary: dict, current: dict[str, str]) -> dict[str, str]:
     result modules added since. A file that only moved (same bytes, another path) is not a
     change: the code that ran is still there."""
     present = set(current.values())
+    by_name: dict[str, list[str]] = {}
+    for path in current:
+        by_name.setdefault(PurePosixPath(path).name, []).append(path)
     changed = {}
     for path, digest in summary["dependencies"].items():
         if current.get(path) == digest or digest in present:
             continue
-        changed[path] = "deleted since" if path not in current else "changed since"
+        if path in current:
+            changed[path] = "changed since"
+            continue
+        # A test that moved and was edited: name where it went, not "deleted".
+        moved = [p for p in by_name.get(PurePosixPath(path).name, []) if p not in summary["dependencies"]]
+        changed[path] = f"moved to `{moved[0]}` and changed" if len(moved) == 1 else "deleted since"
     recorded_digests = set(summary["dependencies"].values())
     for path, digest in current.items():
         if (path.startswith(evidence.RESULT_DEPENDENCIES) and path not in summary["dependencies"]

@@ -74,12 +74,13 @@ def _summary(deps):
 
 def test_an_edited_dependency_is_named_and_a_moved_one_is_not():
     summary = _summary({"det_suite/kernels/a.py": "h1", "tests/unit/test_a.py": "h2",
-                        "det_suite/ops/b.py": "h3"})
+                        "det_suite/ops/b.py": "h3", "tests/unit/test_c.py": "h4"})
     current = {"det_suite/kernels/a.py": "h1-edited", "tests/unit/ops/test_a.py": "h2",
-               "det_suite/policy/new.py": "h9"}
+               "det_suite/policy/new.py": "h9", "tests/unit/checks/test_c.py": "h4-edited"}
     assert evidence_summary.changed_since(summary, current) == {
         "det_suite/kernels/a.py": "changed since", "det_suite/ops/b.py": "deleted since",
-        "det_suite/policy/new.py": "added since"}
+        "det_suite/policy/new.py": "added since",
+        "tests/unit/test_c.py": "moved to `tests/unit/checks/test_c.py` and changed"}
 
 
 @needs_docs

@@ -7,6 +7,7 @@ The JSON format these are read from and written to is `det_suite.policy.table_fo
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 
 SUPPORTED_STAGES = (2, 3, 4, 5, 6, 7, 8)
 # wgmma's row count: what a swapped (swap_ab) tile runs with when TMA is ruled out.
@@ -119,13 +120,19 @@ class TableEntry:
     promote_k: int | None = None  # the family's, set when a table is parsed
 
     def select(self, m: int) -> LaunchConfig:
-        for tile in self.m_tiles:
+        for tile, config in zip(self.m_tiles, self._configs):
             if tile.max_m is None or m <= tile.max_m:
-                return LaunchConfig(
-                    **{**tile.params(), "use_workspace": tile.use_workspace and self.split_k > 1},
-                    block_n=tile.block_n or self.block_n, block_k=tile.block_k or self.block_k,
-                    split_k=self.split_k, group_m=self.group_m, promote_k=self.promote_k)
+                return config
         raise AssertionError("validated tables end with an unbounded m_tile")
+
+    @cached_property
+    def _configs(self) -> tuple[LaunchConfig, ...]:
+        # Each tile's launch config, built once: select is on every GEMM call's path.
+        return tuple(LaunchConfig(
+            **{**tile.params(), "use_workspace": tile.use_workspace and self.split_k > 1},
+            block_n=tile.block_n or self.block_n, block_k=tile.block_k or self.block_k,
+            split_k=self.split_k, group_m=self.group_m, promote_k=self.promote_k)
+            for tile in self.m_tiles)
 
     def variants(self) -> tuple[LaunchConfig, ...]:
         """Every launch config M can select for this entry (what must agree on the MMA)."""

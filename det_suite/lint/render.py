@@ -28,6 +28,8 @@ def _tile_variants(vs: list[dict]) -> str:
     parts.append("M " + "/".join(str(m) for m in ms))
     loads = [name for name, tma in (("TMA", True), ("pointer", False))
              if any(v["tma"] == tma for v in vs)]
+    if any(v.get("swap_ab") for v in vs):
+        loads[0] = "swapped TMA"
     if loads != ["pointer"]:
         parts.append("+".join(loads) + " loads")
     fixups = sorted({v["fixup"] for v in vs if v["write_partials"]})

@@ -41,6 +41,7 @@ class VariantResult:
     pdl: bool = False         # launched with programmatic dependent launch
     pdl_order: str = ""       # where a PDL variant waits for the previous grid (PTX)
     prefetch_k: int = 0       # K elements of weight rows fetched into L2 before the wait
+    swap_ab: bool = False     # TMA kernel with the weight on the MMA's row side (SWAP_AB)
     label: str = ""
 
     def __post_init__(self):

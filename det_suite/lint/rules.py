@@ -163,7 +163,8 @@ def _variant(index, m_range, source, launch, call, outcome: CompileOutcome
         instructions=[_annotated(i, kernel.operand_dtype or "") for i in outcome.instructions],
         error=outcome.error, ptx_sha256=outcome.ptx_sha256, pdl=pdl,
         pdl_order=order.describe() if order else "",
-        prefetch_k=dict(call.constexprs).get("PREFETCH_K", 0)), order
+        prefetch_k=dict(call.constexprs).get("PREFETCH_K", 0),
+        swap_ab=dict(call.constexprs).get("SWAP_AB", False)), order
 
 
 def lint_entry(where: str, entry: "TableEntry", capability: int, override_stages,

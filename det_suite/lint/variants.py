@@ -19,8 +19,8 @@ What is compiled, per table entry and target (one "variant" = one PTX listing):
   arithmetic; the reduce kernel must hold no MMA;
 - the loads the tile selects, decided by `ops.selects_tma` on the stand-in operands: a
   use_tma tile runs `fp8_scaled_mm_tma_kernel` (TMA descriptors with block shapes
-  [BLOCK_M, BLOCK_K] and [BLOCK_N, BLOCK_K]; `fp8_scaled_mm_swap_ab_kernel` for a swap_ab
-  tile, the weight on the MMA's row side) on operands `ops.tma_compatible` accepts and
+  [BLOCK_M, BLOCK_K] and [BLOCK_N, BLOCK_K]; with SWAP_AB for a swap_ab tile, the
+  weight on the MMA's row side) on operands `ops.tma_compatible` accepts and
   the pointer kernel on others (a swap_ab tile with `SWAP_FALLBACK_BLOCK_M` rows), so both
   are compiled: for an (N, K) entry the pointer fallback on an activation whose base is
   not 16-byte aligned, for the default entry at its K % 16 != 0 case; other tiles run the

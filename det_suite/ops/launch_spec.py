@@ -184,12 +184,11 @@ def _build_gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, has_bi
     grid = (tiles, config.split_k if workspace else 1)
     if use_tma:
         gemm = KernelCall(
-            "fp8_scaled_mm_swap_ab_kernel" if config.swap_ab else "fp8_scaled_mm_tma_kernel",
-            grid,
+            "fp8_scaled_mm_tma_kernel", grid,
             (("a_desc", _desc("a", (config.block_m, config.block_k))),
              ("b_desc", _desc("b_nk", (config.block_n, config.block_k))), *tail, *strides,
              ("b_ptr", _tensor("b_nk")), ("stride_bn", _stride("b_nk", 0))),
-            (*common, ("PREFETCH_K", config.prefetch_k)), options)
+            (*common, ("SWAP_AB", config.swap_ab), ("PREFETCH_K", config.prefetch_k)), options)
     else:
         gemm = KernelCall(
             "fp8_scaled_mm_kernel", grid,

@@ -10,17 +10,18 @@ and may also pick free launch parameters (warps, stages, workspace vs single pas
 - `table_format`  the JSON format: parser and writer, and the shipped tables (`tables/`)
 """
 
-from det_suite.policy.table_format import (OPTIONAL_TILE_FIELDS, PDL_FAMILIES, SWAP_AB_FAMILIES,
+from det_suite.policy.table_format import (M_TILE_KEYS, PDL_FAMILIES, SWAP_AB_FAMILIES,
                                            entry_json, load_policy_file, m_tile_json,
                                            m_tile_text, parse_entry, parse_payload, parse_policy,
                                            policy_json, shipped_families, shipped_policy,
                                            write_policy_file)
 from det_suite.policy.tiles import (L2_LINE_ELEMENTS, SUPPORTED_STAGES, SWAP_FALLBACK_BLOCK_M,
-                                    LaunchConfig, MTile, TableEntry, TilePolicy, validate_stages)
+                                    LaunchConfig, MTile, TableEntry, TileParams, TilePolicy,
+                                    validate_stages)
 
-__all__ = ["L2_LINE_ELEMENTS", "OPTIONAL_TILE_FIELDS", "PDL_FAMILIES", "SUPPORTED_STAGES",
+__all__ = ["L2_LINE_ELEMENTS", "M_TILE_KEYS", "PDL_FAMILIES", "SUPPORTED_STAGES",
            "SWAP_AB_FAMILIES", "SWAP_FALLBACK_BLOCK_M", "LaunchConfig", "MTile", "TableEntry",
-           "TilePolicy",
+           "TileParams", "TilePolicy",
            "entry_json", "load_policy_file", "m_tile_json", "m_tile_text", "parse_entry",
            "parse_payload", "parse_policy", "policy_json", "shipped_families", "shipped_policy",
            "validate_stages", "write_policy_file"]

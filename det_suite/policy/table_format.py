@@ -9,7 +9,7 @@
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from dataclasses import MISSING, fields, replace
 from functools import lru_cache
 from importlib import resources
 
@@ -29,20 +29,23 @@ def _power_of_two(value: int) -> bool:
     return value > 0 and value & (value - 1) == 0
 
 
+# An m_tile's keys are MTile's fields: what the dataclass declares, the format reads and writes.
+M_TILE_KEYS: tuple[str, ...] = tuple(f.name for f in fields(MTile))
+
+
+def _m_tile(raw: dict, where: str) -> MTile:
+    unknown = sorted(set(raw) - set(M_TILE_KEYS)) if isinstance(raw, dict) else []
+    if unknown:
+        raise ValueError(f"{where}: unknown m_tile key(s) {', '.join(map(repr, unknown))}; "
+                         f"expected {', '.join(M_TILE_KEYS)}")
+    return MTile(**raw)
+
+
 def parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEntry:
     """One entry of a table (`where` names it in errors), validated: the tuner builds its
     entries through this too, so nothing it stores could fail to load."""
     try:
-        m_tiles = tuple(MTile(max_m=t["max_m"], block_m=t["block_m"], num_warps=t["num_warps"],
-                              num_stages=t["num_stages"],
-                              use_workspace=t.get("use_workspace", False),
-                              use_tma=t.get("use_tma", False),
-                              fused_fixup=t.get("fused_fixup", True),
-                              use_pdl=t.get("use_pdl", False),
-                              swap_ab=t.get("swap_ab", False),
-                              block_n=t.get("block_n"), block_k=t.get("block_k"),
-                              prefetch_k=t.get("prefetch_k", 0))
-                        for t in raw["m_tiles"])
+        m_tiles = tuple(_m_tile(t, where) for t in raw["m_tiles"])
         entry = TableEntry(n=n, k=k, block_n=raw["block_n"], block_k=raw["block_k"],
                            split_k=raw.get("split_k", 1), group_m=raw.get("group_m", 8),
                            m_tiles=m_tiles)
@@ -162,17 +165,14 @@ def shipped_families() -> tuple[str, ...]:
 
 # ------------------------------------------------------------------ writing
 
-# MTile fields written only when set: a base table's entries pass through `entry_json`
-# unchanged when tune writes its table, so every field a shipped table may use is here.
-OPTIONAL_TILE_FIELDS = ("block_n", "block_k", "swap_ab", "use_pdl", "prefetch_k")
-
-
 def m_tile_json(tile: MTile) -> dict:
-    raw = {"max_m": tile.max_m, "block_m": tile.block_m, "num_warps": tile.num_warps,
-           "num_stages": tile.num_stages, "use_workspace": tile.use_workspace,
-           "use_tma": tile.use_tma, "fused_fixup": tile.fused_fixup}
-    raw.update({name: getattr(tile, name) for name in OPTIONAL_TILE_FIELDS
-                if getattr(tile, name) not in (None, False)})
+    """An m_tile as the parser reads it: max_m, then every field that is required or away
+    from its default (the parser fills the defaults back in)."""
+    raw = {"max_m": tile.max_m}
+    for spec in fields(MTile):
+        value = getattr(tile, spec.name)
+        if spec.name != "max_m" and (spec.default is MISSING or value != spec.default):
+            raw[spec.name] = value
     return raw
 
 

@@ -6,7 +6,8 @@ The JSON format these are read from and written to is `det_suite.policy.table_fo
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
+from functools import cached_property
 
 SUPPORTED_STAGES = (2, 3, 4, 5, 6, 7, 8)
 # wgmma's row count: what a swapped (swap_ab) tile runs with when TMA is ruled out.
@@ -32,18 +33,17 @@ def promotion_k(family: str) -> int | None:
     return FAMILY_PROMOTE_K.get(family)
 
 
-@dataclass(frozen=True)
-class LaunchConfig:
-    """Everything one launch of the FP8 GEMM needs besides its tensors."""
+@dataclass(frozen=True, kw_only=True)
+class TileParams:
+    """What a row class of a table entry chooses, and so what a launch carries from it: the
+    one list of tile parameters. `MTile` (the table) and `LaunchConfig` (the launch) both
+    take their fields from here, and the table format reads and writes them by name; a new
+    tile parameter is a field here, its use in the kernel, and its check in the lint."""
 
     block_m: int
-    block_n: int
-    block_k: int
     num_warps: int
     num_stages: int
-    split_k: int
-    group_m: int
-    use_workspace: bool
+    use_workspace: bool = False  # split-K partials in a workspace (entries with split_k > 1)
     use_tma: bool = False  # loads only: TMA descriptors instead of pointer loads
     fused_fixup: bool = True  # workspace path: last split program sums, no second launch
     # Programmatic dependent launch (SM90+): the GEMM may be launched while the previous
@@ -51,16 +51,30 @@ class LaunchConfig:
     # Moves the launch, never the arithmetic.
     use_pdl: bool = False
     # TMA tiles only (SM90): the weight on wgmma's 64-row side, block_m tokens on its narrow
-    # side (fp8_scaled_mm_swap_ab.py). Where the operands rule TMA out, the pointer kernel
-    # runs the tile unswapped with SWAP_FALLBACK_BLOCK_M rows instead.
+    # side (SWAP_AB in fp8_scaled_mm_tma.py). Where the operands rule TMA out, the pointer
+    # kernel runs the tile unswapped with SWAP_FALLBACK_BLOCK_M rows instead.
     swap_ab: bool = False
-    # FP32 promotion interval along K (FAMILY_PROMOTE_K); None: the MMA accumulates unpromoted.
-    promote_k: int | None = None
     # PDL TMA tiles only: K elements of its weight rows each program asks L2 to fetch before
     # it waits for the previous grid (0: none). The weight is never written by the kernels
     # a GEMM follows, so the fetch may overlap them; the loads after the wait read the same
     # bytes, from L2 instead of DRAM. Moves memory traffic, never the arithmetic.
     prefetch_k: int = 0
+
+
+TILE_PARAMS: tuple[str, ...] = tuple(f.name for f in fields(TileParams))
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchConfig(TileParams):
+    """Everything one launch of the FP8 GEMM needs besides its tensors: the selected tile's
+    parameters (`TileParams`) and its entry's reduction."""
+
+    block_n: int
+    block_k: int
+    split_k: int
+    group_m: int
+    # FP32 promotion interval along K (FAMILY_PROMOTE_K); None: the MMA accumulates unpromoted.
+    promote_k: int | None = None
 
     def k_chunk(self, k: int) -> int:
         """Elements of K per split chunk: whole BLOCK_K tiles, so no tile straddles chunks."""
@@ -74,19 +88,11 @@ class LaunchConfig:
         return (self.k_chunk(k), self.split_k, -(-k // self.block_k) * self.block_k)
 
 
-@dataclass(frozen=True)
-class MTile:
+@dataclass(frozen=True, kw_only=True)
+class MTile(TileParams):
     """One row-count class: rows up to `max_m` (None = unbounded) use these parameters."""
 
     max_m: int | None
-    block_m: int
-    num_warps: int
-    num_stages: int
-    use_workspace: bool = False
-    use_tma: bool = False
-    fused_fixup: bool = True
-    use_pdl: bool = False
-    swap_ab: bool = False
     # Overrides the entry's BLOCK_K for this row class (SM90 named entries only): the MMA
     # still steps through K in k32 steps in the same order, so only the number of steps per
     # loop iteration changes. Allowed where K is a multiple of both BLOCK_Ks and the chunks
@@ -96,7 +102,10 @@ class MTile:
     # BLOCK_N share one MMA K step and input type (SM90 wgmma n64/n128/n256: docs/invariance-rule.md's
     # second probe found them bit-identical); the lint and the invariance suite re-prove it.
     block_n: int | None = None
-    prefetch_k: int = 0  # LaunchConfig.prefetch_k
+
+    def params(self) -> dict:
+        """The tile's `TileParams`, by name (what a launch config takes from it)."""
+        return {name: getattr(self, name) for name in TILE_PARAMS}
 
 
 @dataclass(frozen=True)
@@ -111,19 +120,19 @@ class TableEntry:
     promote_k: int | None = None  # the family's, set when a table is parsed
 
     def select(self, m: int) -> LaunchConfig:
-        for tile in self.m_tiles:
+        for tile, config in zip(self.m_tiles, self._configs):
             if tile.max_m is None or m <= tile.max_m:
-                return LaunchConfig(
-                    block_m=tile.block_m, block_n=tile.block_n or self.block_n,
-                    block_k=tile.block_k or self.block_k,
-                    num_warps=tile.num_warps, num_stages=tile.num_stages,
-                    split_k=self.split_k, group_m=self.group_m,
-                    use_workspace=tile.use_workspace and self.split_k > 1,
-                    use_tma=tile.use_tma, fused_fixup=tile.fused_fixup,
-                    use_pdl=tile.use_pdl, swap_ab=tile.swap_ab, promote_k=self.promote_k,
-                    prefetch_k=tile.prefetch_k,
-                )
+                return config
         raise AssertionError("validated tables end with an unbounded m_tile")
+
+    @cached_property
+    def _configs(self) -> tuple[LaunchConfig, ...]:
+        # Each tile's launch config, built once: select is on every GEMM call's path.
+        return tuple(LaunchConfig(
+            **{**tile.params(), "use_workspace": tile.use_workspace and self.split_k > 1},
+            block_n=tile.block_n or self.block_n, block_k=tile.block_k or self.block_k,
+            split_k=self.split_k, group_m=self.group_m, promote_k=self.promote_k)
+            for tile in self.m_tiles)
 
     def variants(self) -> tuple[LaunchConfig, ...]:
         """Every launch config M can select for this entry (what must agree on the MMA)."""

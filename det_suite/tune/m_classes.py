@@ -26,11 +26,6 @@ def class_bounds(ms: Sequence[int]) -> list[int | None]:
     return bounds
 
 
-def _tile_params(tile: MTile) -> tuple:
-    return (tile.block_m, tile.num_warps, tile.num_stages, tile.use_workspace, tile.use_tma,
-            tile.fused_fixup, tile.swap_ab)
-
-
 def build_m_tiles(best: dict[int, Variant]) -> tuple[MTile, ...]:
     """m_tiles from the fastest variant per timed M.
 
@@ -52,7 +47,7 @@ def build_m_tiles(best: dict[int, Variant]) -> tuple[MTile, ...]:
             tiles.append(var.tile(bound))
     merged: list[MTile] = []
     for tile in tiles:
-        if merged and _tile_params(merged[-1]) == _tile_params(tile):
+        if merged and replace(merged[-1], max_m=None) == replace(tile, max_m=None):
             merged[-1] = tile  # the later (wider) bound covers both
         else:
             merged.append(tile)

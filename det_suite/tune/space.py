@@ -27,8 +27,8 @@ FAMILY_BLOCK_M = {
     "sm100": (128,),
     "default": (64,),
 }
-# Token tiles of swapped-operand variants (weight on the MMA's row side, kernels/
-# fp8_scaled_mm_swap_ab.py): only where the unswapped small tiles are instruction-unsafe and
+# Token tiles of swapped-operand variants (weight on the MMA's row side, SWAP_AB in
+# kernels/fp8_scaled_mm_tma.py): only where the unswapped small tiles are instruction-unsafe and
 # a TMA kernel exists. They compete at small M like any other BLOCK_M.
 SWAP_BLOCK_M = {"sm90": (16, 32)}
 SWAP_MAX_M = 32
@@ -97,8 +97,9 @@ class Variant:
                 + ("-swap" if self.swap_ab else ""))
 
     def tile(self, max_m: int | None) -> MTile:
-        return MTile(max_m, self.block_m, self.num_warps, self.num_stages, self.use_workspace,
-                     self.use_tma, self.fused_fixup, swap_ab=self.swap_ab)
+        return MTile(max_m=max_m, block_m=self.block_m, num_warps=self.num_warps,
+                     num_stages=self.num_stages, use_workspace=self.use_workspace,
+                     use_tma=self.use_tma, fused_fixup=self.fused_fixup, swap_ab=self.swap_ab)
 
 
 def launch_config(red: Reduction, var: Variant, group_m: int = GROUP_M, *,

@@ -61,3 +61,45 @@ def test_a_missing_variant_fails(tool, tmp_path):
 def test_unreadable_input_exits_2(tool, tmp_path, capsys):
     assert tool.main([str(tmp_path / "absent.json"), str(tmp_path / "absent.json")]) == 2
     assert "compare_lint_ptx:" in capsys.readouterr().err
+
+
+def _renamed_pair(tmp_path: Path, new_body: str):
+    """An old lint whose kernel `old_kernel` became `new_kernel`, with both lints' listings."""
+    import hashlib
+
+    def lint_with(kernel: str, ptx: str, ptx_dir: Path) -> dict:
+        digest = hashlib.sha256(ptx.encode()).hexdigest()
+        ptx_dir.mkdir()
+        (ptx_dir / f"{kernel}-sm_90-{digest[:12]}.ptx").write_text(ptx)
+        lint = copy.deepcopy(LINT)
+        lint["tables"][0]["entries"][0]["variants"] = [
+            {**_variant(0, digest), "kernel": kernel}]
+        return lint
+
+    old = lint_with("old_kernel", ".entry old_kernel(.param .u64 old_kernel_param_0)\n",
+                    tmp_path / "ptx_old")
+    new = lint_with("new_kernel", new_body, tmp_path / "ptx_new")
+    return (_write(tmp_path, "old.json", old), _write(tmp_path, "new.json", new),
+            ["--ptx", str(tmp_path / "ptx_old"), str(tmp_path / "ptx_new")])
+
+
+def test_a_renamed_kernel_with_the_same_listing_passes(tool, tmp_path, capsys):
+    old, new, ptx = _renamed_pair(tmp_path, ".entry new_kernel(.param .u64 new_kernel_param_0)\n")
+    assert tool.main([str(old), str(new), "--renamed", "old_kernel=new_kernel", *ptx]) == 0
+    assert "1 of 1 (old) / 1 (new) variants compile to identical PTX" in capsys.readouterr().out
+
+
+def test_a_renamed_kernel_whose_listing_changed_otherwise_fails(tool, tmp_path):
+    old, new, ptx = _renamed_pair(tmp_path, ".entry new_kernel(.param .u32 new_kernel_param_0)\n")
+    assert tool.main([str(old), str(new), "--renamed", "old_kernel=new_kernel", *ptx]) == 1
+
+
+def test_a_renamed_kernel_without_listings_compares_raw_hashes_and_fails(tool, tmp_path):
+    old, new, _ = _renamed_pair(tmp_path, ".entry new_kernel(.param .u64 new_kernel_param_0)\n")
+    assert tool.main([str(old), str(new), "--renamed", "old_kernel=new_kernel"]) == 1
+    assert tool.main([str(old), str(new)]) == 1  # unrenamed: only in old / only in new
+
+
+def test_a_malformed_rename_exits_2(tool, tmp_path):
+    old = _write(tmp_path, "old.json", LINT)
+    assert tool.main([str(old), str(old), "--renamed", "old_kernel"]) == 2

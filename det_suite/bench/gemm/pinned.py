@@ -4,12 +4,18 @@
 from __future__ import annotations
 
 import json
+from dataclasses import MISSING, fields as dataclass_fields
 from typing import Mapping
 
+from det_suite.policy.tiles import TILE_PARAMS, TileParams
+
+# Every tile parameter (TileParams, its defaults) and the entry's reduction may be pinned;
+# warps, stages and the reduction get a default here, the block sizes none.
 _CONFIG_DEFAULTS = {"num_warps": 4, "num_stages": 3, "split_k": 1, "group_m": 8,
-                    "use_workspace": False, "use_tma": False, "fused_fixup": True,
-                    "use_pdl": False, "swap_ab": False}
-_CONFIG_FLAGS = ("use_workspace", "use_tma", "fused_fixup", "use_pdl", "swap_ab")
+                    **{f.name: f.default for f in dataclass_fields(TileParams)
+                       if f.default is not MISSING}}
+_CONFIG_FLAGS = tuple(f.name for f in dataclass_fields(TileParams)
+                      if isinstance(f.default, bool))
 _CONFIG_REQUIRED = ("block_m", "block_n", "block_k")
 
 
@@ -51,7 +57,6 @@ def config_policy(fields: dict, family: str):
     raw = {"family": family, "expected_mma": "", "default": {
         "block_n": fields["block_n"], "block_k": fields["block_k"],
         "split_k": fields["split_k"], "group_m": fields["group_m"],
-        "m_tiles": [{"max_m": None, "block_m": fields["block_m"],
-                     "num_warps": fields["num_warps"], "num_stages": fields["num_stages"],
-                     **{flag: bool(fields[flag]) for flag in _CONFIG_FLAGS}}]}}
+        "m_tiles": [{"max_m": None, **{name: bool(fields[name]) if name in _CONFIG_FLAGS
+                                       else fields[name] for name in TILE_PARAMS}}]}}
     return parse_policy(raw, f"--config {json.dumps(fields, sort_keys=True)}")

@@ -348,19 +348,19 @@ def test_bench_gemm_rejects_an_unknown_mode():
     ("block_m=64,block_n=128,block_k=128",
      dict(block_m=64, block_n=128, block_k=128, num_warps=4, num_stages=3, split_k=1,
           group_m=8, use_workspace=False, use_tma=False, fused_fixup=True, use_pdl=False,
-          swap_ab=False)),
+          swap_ab=False, prefetch_k=0)),
     ('{"block_m": 64, "block_n": 64, "block_k": 128, "split_k": 2, "use_workspace": true}',
      dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=2,
           group_m=8, use_workspace=True, use_tma=False, fused_fixup=True, use_pdl=False,
-          swap_ab=False)),
+          swap_ab=False, prefetch_k=0)),
     ("block_m=64,block_n=64,block_k=128,split_k=2,use_workspace=1,fused_fixup=0,use_tma=1",
      dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=2,
           group_m=8, use_workspace=True, use_tma=True, fused_fixup=False, use_pdl=False,
-          swap_ab=False)),
+          swap_ab=False, prefetch_k=0)),
     ("block_m=16,block_n=64,block_k=128,use_tma=1,swap_ab=1,use_pdl=1",
      dict(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=1,
           group_m=8, use_workspace=False, use_tma=True, fused_fixup=True, use_pdl=True,
-          swap_ab=True)),
+          swap_ab=True, prefetch_k=0)),
 ], ids=["key-value", "json", "flags", "swap-pdl"])
 def test_parse_config_spec(spec, expected):
     assert parse_config_spec(spec) == expected
@@ -381,6 +381,14 @@ def test_config_policy_serves_the_pinned_config_for_every_shape_and_m():
                                                                       (24576, 4096))}
     assert len(configs) == 1
     assert next(iter(configs)).use_workspace and next(iter(configs)).split_k == 2
+
+
+def test_every_tile_parameter_can_be_pinned():
+    """The pinned config takes the tile's parameters from the tile dataclass, so one the
+    table gained later (here prefetch_k) reaches the launch config without a list here."""
+    fields = parse_config_spec("block_m=16,block_n=64,block_k=256,use_tma=1,use_pdl=1,"
+                               "prefetch_k=1024")
+    assert config_policy(fields, "sm90").select(1, 4096, 4096).prefetch_k == 1024
 
 
 # ------------------------------------------------------------------ library entry point

@@ -232,7 +232,8 @@ def test_sharp_stress_data_show_a_regrouped_sum_in_every_row(seed, other):
     """The prover's detector, on the kernel itself: split_k 1 vs 2 (two BLOCK_K 128 tiles
     per chunk) and BLOCK_K 128 vs 64 differ in every one of 20 single rows."""
     ops = C.gemm_operands(64, 512, 20, data="stress", device=DEVICE, seed=seed)
-    base = LaunchConfig(32, 64, 128, 4, 3, 1, 8, False)
+    base = LaunchConfig(block_m=32, block_n=64, block_k=128, num_warps=4, num_stages=3,
+                        split_k=1, group_m=8)
 
     def run(config):
         return run_gemm(ops.a, ops.weight.t(), ops.a_scale, ops.weight_scale, config)
@@ -395,8 +396,9 @@ def test_subset_rows_name_the_first_or_last_m_rows():
 
 def _fixed_entry():
     """Split-K 2 by the workspace for small M, in one pass above; one BLOCK_M."""
-    return TableEntry(64, 512, 64, 128, 2, 8, (MTile(16, 32, 4, 3, True),
-                                               MTile(None, 32, 4, 3, False)))
+    return TableEntry(64, 512, 64, 128, 2, 8, (
+        MTile(max_m=16, block_m=32, num_warps=4, num_stages=3, use_workspace=True),
+        MTile(max_m=None, block_m=32, num_warps=4, num_stages=3)))
 
 
 def test_prove_entry_passes_a_fixed_schedule_and_records_every_comparison():

@@ -107,23 +107,21 @@ def test_every_tile_and_pipeline_depth_is_compiled(shipped, family):
     table = _table(shipped, family, f"sm_{capability}")
     for entry, result in zip(policy.all_entries(), table.entries):
         compiled = {(v.tile, v.block_m, v.block_n, v.num_warps, v.num_stages, v.kernel,
-                     v.fixup) for v in result.variants
+                     v.swap_ab, v.fixup) for v in result.variants
                     if v.launch == "selected" and v.k % 16 == 0}
-        wanted = {(i, c.block_m, c.block_n, c.num_warps, s, kernel, fixup)
+        wanted = {(i, c.block_m, c.block_n, c.num_warps, s, kernel, swap_ab, fixup)
                   for i, c in enumerate(entry.variants()) for s in {c.num_stages, 2, 3}
-                  for kernel, fixup in _selected_kernels(c)}
+                  for kernel, swap_ab, fixup in _selected_kernels(c)}
         assert compiled == wanted, entry.key
 
 
 def _selected_kernels(config):
-    """(kernel, fix-up) a tile launches on TMA-compatible operands (K % 16 == 0)."""
+    """(kernel, SWAP_AB, fix-up) a tile launches on TMA-compatible operands (K % 16 == 0)."""
     fixup = ("fused" if config.fused_fixup else "reduce") if config.use_workspace else ""
-    gemm = "fp8_scaled_mm_kernel"
-    if config.use_tma:
-        gemm = "fp8_scaled_mm_swap_ab_kernel" if config.swap_ab else "fp8_scaled_mm_tma_kernel"
-    kernels = {(gemm, fixup)}
+    gemm = "fp8_scaled_mm_tma_kernel" if config.use_tma else "fp8_scaled_mm_kernel"
+    kernels = {(gemm, config.use_tma and config.swap_ab, fixup)}
     if fixup == "reduce":
-        kernels.add(("fp8_splitk_reduce_kernel", fixup))
+        kernels.add(("fp8_splitk_reduce_kernel", False, fixup))
     return kernels
 
 
@@ -132,10 +130,10 @@ def test_shipped_sm90_table_exercises_every_launch_kind(shipped):
     lint compiles every GEMM kernel it launches in each launch shape (the separate reduce
     kernel is linted as a fixed kernel whatever the table picks)."""
     variants = [v for e in _table(shipped, "sm90", "sm_90").entries for v in e.variants]
-    assert {(v.kernel, v.fixup) for v in variants} >= {
-        ("fp8_scaled_mm_swap_ab_kernel", "fused"), ("fp8_scaled_mm_swap_ab_kernel", ""),
-        ("fp8_scaled_mm_tma_kernel", "fused"), ("fp8_scaled_mm_kernel", "fused"),
-        ("fp8_scaled_mm_tma_kernel", ""), ("fp8_scaled_mm_kernel", "")}
+    tma, pointer = "fp8_scaled_mm_tma_kernel", "fp8_scaled_mm_kernel"
+    assert {(v.kernel, v.swap_ab, v.fixup) for v in variants} >= {
+        (tma, True, "fused"), (tma, True, ""), (tma, False, "fused"), (tma, False, ""),
+        (pointer, False, "fused"), (pointer, False, "")}
     assert any(f.name == "fp8_splitk_reduce_kernel" for f in lint.FIXED_KERNELS)
 
 

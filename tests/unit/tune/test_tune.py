@@ -203,7 +203,8 @@ def test_make_entry_round_trips_through_the_policy_parser(tmp_path):
 
 def test_make_entry_rejects_split_k_beyond_the_k_tiles():
     with pytest.raises(ValueError, match="split_k"):
-        make_entry(64, 256, Reduction(64, 128, 4), (MTile(None, 64, 4, 3),))
+        make_entry(64, 256, Reduction(64, 128, 4), (
+            MTile(max_m=None, block_m=64, num_warps=4, num_stages=3),))
 
 
 # ------------------------------------------------------------------ invariance check
@@ -215,8 +216,9 @@ MDependentSplit = SplitKByM
 
 def _honest(block_m=32, split_k=2):
     """A fixed schedule: the workspace for small M, single pass above; one BLOCK_M."""
-    return TableEntry(N, K, 64, 128, split_k, 8, (MTile(16, block_m, 4, 3, True),
-                                                  MTile(None, block_m, 4, 3, False)))
+    return TableEntry(N, K, 64, 128, split_k, 8, (
+        MTile(max_m=16, block_m=block_m, num_warps=4, num_stages=3, use_workspace=True),
+        MTile(max_m=None, block_m=block_m, num_warps=4, num_stages=3)))
 
 
 def _check(entry, device, **kwargs):
@@ -265,7 +267,9 @@ def test_check_rejects_wrong_results_before_comparing_bits(device):
 def test_check_reports_a_config_that_cannot_launch(device):
     class Unlaunchable:
         def select(self, m):
-            return LaunchConfig(32, 48, 128, 4, 3, 1, 8, False)  # BLOCK_N not a power of 2
+            # BLOCK_N not a power of 2
+            return LaunchConfig(block_m=32, block_n=48, block_k=128, num_warps=4, num_stages=3,
+                                split_k=1, group_m=8)
 
         def variants(self):
             return (self.select(1),)
@@ -315,7 +319,8 @@ def test_precompile_compiles_every_gemm_kernel_and_launches_none(monkeypatch):
     operands = gemm_operands(N, K, 16, device="cpu")
     out = torch.empty((16, N), dtype=torch.bfloat16)
     one = torch.ones(1)
-    base = LaunchConfig(16, 64, 128, 4, 3, 2, 8, True, use_tma=False, fused_fixup=False)
+    base = LaunchConfig(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=2,
+                        group_m=8, use_workspace=True, use_tma=False, fused_fixup=False)
     configs = [base, replace(base, use_tma=True, fused_fixup=True, num_stages=4),
                replace(base, block_n=64, use_tma=True, swap_ab=True)]
     launches = [GemmLaunch(operands.a, operands.weight.t(), one, one, out, c) for c in configs]
@@ -503,7 +508,8 @@ def _gpu_family():
 @pytest.mark.parametrize("n,k", [(4096, 4096), (4096, 12288)], ids=["o", "down"])
 def test_gpu_check_rejects_split_k_chosen_by_m(n, k):
     block_m = FAMILY_BLOCK_M[_gpu_family()][-1]
-    entry = TableEntry(n, k, 128, 128, 4, 8, (MTile(None, block_m, 8, 3, False),))
+    entry = TableEntry(n, k, 128, 128, 4, 8, (
+        MTile(max_m=None, block_m=block_m, num_warps=8, num_stages=3),))
     result = check_invariance(MDependentSplit(entry, 64), n, k, device="cuda")
     # Rejected, at an m inside the window whose split differs (m <= 64). Which m shows it
     # first is data-dependent: on the H200 a single row of the o projection happened to
@@ -514,8 +520,9 @@ def test_gpu_check_rejects_split_k_chosen_by_m(n, k):
 @pytest.mark.gpu
 def test_gpu_check_accepts_a_family_table_with_workspace_and_two_block_m():
     safe = FAMILY_BLOCK_M[_gpu_family()]
-    entry = TableEntry(4096, 12288, 128, 128, 4, 8, (MTile(64, safe[0], 4, 4, True),
-                                                     MTile(None, safe[-1], 8, 3, False)))
+    entry = TableEntry(4096, 12288, 128, 128, 4, 8, (
+        MTile(max_m=64, block_m=safe[0], num_warps=4, num_stages=4, use_workspace=True),
+        MTile(max_m=None, block_m=safe[-1], num_warps=8, num_stages=3)))
     result = check_entry(entry, 4096, 12288, device="cuda")
     assert result.passed, result.failure
 
@@ -525,8 +532,9 @@ def test_gpu_check_accepts_a_family_table_with_workspace_and_two_block_m():
 def test_gpu_check_rejects_mixing_mma_sync_and_wgmma_tiles_on_sm90():
     """docs/invariance-rule.md: BLOCK_M 16 is mma.sync k16 on Hopper, 128 is wgmma k32; mixing them
     differed by up to 4.0 on the down projection."""
-    entry = TableEntry(4096, 12288, 64, 128, 1, 8, (MTile(16, 16, 4, 3),
-                                                    MTile(None, 128, 4, 3)))
+    entry = TableEntry(4096, 12288, 64, 128, 1, 8, (
+        MTile(max_m=16, block_m=16, num_warps=4, num_stages=3),
+        MTile(max_m=None, block_m=128, num_warps=4, num_stages=3)))
     result = check_invariance(entry, 4096, 12288, device="cuda")
     assert not result.passed and result.first_differing_m == 1
 

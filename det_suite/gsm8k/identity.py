@@ -37,9 +37,9 @@ def folder_sha256(root, *, progress: bool = False) -> str:
     total = sum(p.stat().st_size for p in files)
     bar = None
     if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=total, unit="B", unit_scale=True, desc=f"hashing {root.name}",
-                   leave=False)
+        from det_suite.platform.progress import progress_bar
+        bar = progress_bar(total=total, unit="B", unit_scale=True, desc=f"hashing {root.name}",
+                           leave=False)
     digest = hashlib.sha256()
     try:
         for path in files:

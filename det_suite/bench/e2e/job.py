@@ -156,9 +156,8 @@ class _Progress:
         self.say, self.bar = say, None
         if enabled:
             try:
-                from tqdm import tqdm
-                self.bar = tqdm(total=total, unit="sample", file=sys.stderr,
-                                dynamic_ncols=True)
+                from det_suite.platform.progress import progress_bar
+                self.bar = progress_bar(total=total, unit="sample", file=sys.stderr)
             except ImportError:
                 pass
 

@@ -39,7 +39,8 @@ def _one_line(exc: BaseException) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
-    name = f"det-suite {args.command}"
+    sub = getattr(args, "gsm8k_command", None) or getattr(args, "bench_command", None)
+    name = f"det-suite {args.command}" + (f" {sub}" if sub else "")
     try:
         if getattr(args, "needs_kernels", True):
             # Before the command imports a kernel: without a CUDA device the kernels can only
@@ -50,8 +51,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         if args.debug:
             traceback.print_exc()
-        print(f"\n{name}: interrupted (Ctrl-C); outputs already written are complete, "
-              "nothing half-written was kept", file=sys.stderr)
+        print(f"\n{name}: interrupted (Ctrl-C); nothing half-written was kept",
+              file=sys.stderr)
         return EXIT_INTERRUPTED
     except (InputError, OSError) as exc:
         if args.debug:

@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 
 from det_suite.cli import main
 from det_suite.errors import BUG_LINE
+
+REPO = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture(scope="module")
@@ -135,3 +138,37 @@ def test_a_missing_file_argument_exits_2_without_a_traceback(tmp_path, capsys):
     assert main(["compare", str(tmp_path / "a.json"), str(tmp_path / "b.json")]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "a.json: no such file" in err
+
+
+def _bit_flipped(root, tmp_path):
+    copy = shutil.copytree(root, tmp_path / "flipped")
+    data = bytearray((copy / "model.safetensors").read_bytes())
+    data[-5000] ^= 0x01      # one bit of a weight, well past the header
+    (copy / "model.safetensors").write_bytes(bytes(data))
+    return copy
+
+
+def test_a_bit_flipped_weight_is_another_model_to_a_fixture(good_checkpoint, tmp_path):
+    """A flipped weight bit is a valid checkpoint (it loads, and determinism is still
+    checked on it: exit 0 for cache-hit), but it is not the model a fixture recorded:
+    `gsm8k check` calls the pair not comparable (3), naming the model."""
+    from det_suite.gsm8k.identity import model_identity, same_model
+    from det_suite.models.spec import load_model
+
+    flipped = _bit_flipped(good_checkpoint, tmp_path)
+    assert load_model(str(flipped)).config.vocab_size > 0
+    before, after = model_identity(str(good_checkpoint)), model_identity(str(flipped))
+    assert not same_model(before, after)
+    assert same_model(before, model_identity(str(good_checkpoint)))   # control
+
+
+def test_gsm8k_check_of_an_edited_fixture_hash_exits_1_naming_the_row(tmp_path, capsys):
+    fixture = next((REPO / "fixtures/gsm8k/synthetic-tiny-seed0").glob("*.json"))
+    payload = json.loads(fixture.read_text())
+    payload["rows"][0]["tokens_sha256"] = "0" * 64
+    edited = tmp_path / "edited.json"
+    edited.write_text(json.dumps(payload))
+    assert main(["gsm8k", "check", "--fixture", str(edited), "--no-progress",
+                 "--out", str(tmp_path / "out")]) == 1
+    err = capsys.readouterr().err
+    assert f"row {payload['rows'][0]['row']}: tokens_sha256" in err and "Traceback" not in err

@@ -23,7 +23,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from det_suite.gsm8k.diff import first_difference
-from det_suite.gsm8k.identity import sha256_text
+from det_suite.gsm8k.identity import sha256_ids, sha256_text
 
 EXIT_EXACT, EXIT_DIFFERS, EXIT_USAGE, EXIT_NOT_COMPARABLE = 0, 1, 2, 3
 
@@ -36,6 +36,7 @@ class Output:
     text: str | None = None
     work: str | None = None                   # a hash of the input (prompt ids)
     values: tuple[float, ...] | None = None   # e.g. selected-token logprobs
+    tokens_sha256: str | None = None          # the recorded hash of token_ids (fixtures)
 
 
 @dataclass
@@ -56,7 +57,7 @@ def _gsm8k(payload: dict, source: str) -> OutputSet:
     for r in payload["rows"]:
         key = f"row {r['row']}"
         outputs[key] = Output(key, tuple(r["token_ids"]), r.get("text_sha256"), r.get("text"),
-                              r.get("prompt_sha256"))
+                              r.get("prompt_sha256"), tokens_sha256=r.get("tokens_sha256"))
     return OutputSet("gsm8k", source, label, outputs)
 
 
@@ -92,7 +93,8 @@ def _generic(payload: dict, source: str) -> OutputSet:
                               o.get("text_sha256") or (sha256_text(text) if text is not None
                                                        else None),
                               text, o.get("work_sha256"),
-                              tuple(o["values"]) if o.get("values") is not None else None)
+                              tuple(o["values"]) if o.get("values") is not None else None,
+                              o.get("tokens_sha256"))
     return OutputSet(payload.get("check", "outputs"), source,
                      payload.get("label", f"{payload.get('check', 'outputs')} run"), outputs)
 
@@ -136,6 +138,8 @@ class OutputDiff:
     text_equal: bool | None          # None: neither side recorded a text
     values_equal: bool | None        # None: no values recorded
     max_abs_delta: float | None
+    tokens_hash_equal: bool | None = None   # None: a side recorded no tokens_sha256
+    corrupt: list[str] = field(default_factory=list)  # a side's hash is not of its own data
 
 
 @dataclass
@@ -147,6 +151,7 @@ class CompareResult:
     status: str                      # "exact", "differs" or "not comparable"
     compared: int = 0
     values_compared: bool = False    # values (e.g. logprobs) were held to the same bits too
+    hashes_compared: bool = False    # recorded tokens_sha256 were checked too
     reasons: list[str] = field(default_factory=list)
     diffs: list[OutputDiff] = field(default_factory=list)
 
@@ -159,6 +164,7 @@ class CompareResult:
         return {"kind": "fixed-work-compare", "status": self.status,
                 "exit_code": self.exit_code, "a": self.a, "b": self.b,
                 "values_compared": self.values_compared,
+                "hashes_compared": self.hashes_compared,
                 "a_label": self.a_label, "b_label": self.b_label, "compared": self.compared,
                 "exact": self.compared - len(self.diffs), "headline": verdict_lines(self)[0],
                 "reasons": self.reasons, "diffs": [asdict(d) for d in self.diffs],
@@ -173,21 +179,41 @@ def _values_equal(a, b) -> tuple[bool, float]:
     return same, max(deltas, default=0.0)
 
 
+def _corrupt(side: str, out: Output) -> list[str]:
+    """A side whose recorded hashes are not of its own ids or text was edited or is corrupt:
+    held as a difference, whatever the other side says (as `gsm8k check` does)."""
+    notes = []
+    if out.tokens_sha256 is not None and out.tokens_sha256 != sha256_ids(out.token_ids):
+        notes.append(f"{side}'s tokens_sha256 is not the hash of its own token_ids (edited or "
+                     "corrupt)")
+    if out.text is not None and out.text_sha256 is not None \
+            and out.text_sha256 != sha256_text(out.text):
+        notes.append(f"{side}'s text_sha256 is not the hash of its own text (edited or "
+                     "corrupt)")
+    return notes
+
+
 def _diff(a: Output, b: Output) -> OutputDiff | None:
     index = first_difference(a.token_ids, b.token_ids)
     text_equal = None
     if a.text is not None and b.text is not None:
         text_equal = a.text == b.text
-    elif a.text_sha256 is not None and b.text_sha256 is not None:
-        text_equal = a.text_sha256 == b.text_sha256
+    if a.text_sha256 is not None and b.text_sha256 is not None:
+        text_equal = text_equal in (None, True) and a.text_sha256 == b.text_sha256
+    tokens_hash_equal = None
+    if a.tokens_sha256 is not None and b.tokens_sha256 is not None:
+        tokens_hash_equal = a.tokens_sha256 == b.tokens_sha256
     values_equal, delta = None, None
     if a.values is not None and b.values is not None:
         values_equal, delta = _values_equal(a.values, b.values)
-    if index is None and text_equal in (None, True) and values_equal in (None, True):
+    corrupt = _corrupt("A", a) + _corrupt("B", b)
+    if (index is None and text_equal in (None, True) and values_equal in (None, True)
+            and tokens_hash_equal in (None, True) and not corrupt):
         return None
     pick = (lambda ids: ids[index] if index is not None and index < len(ids) else None)
     return OutputDiff(a.key, index, pick(a.token_ids), pick(b.token_ids), len(a.token_ids),
-                      len(b.token_ids), text_equal, values_equal, delta)
+                      len(b.token_ids), text_equal, values_equal, delta, tokens_hash_equal,
+                      corrupt)
 
 
 def compare_outputs(a: OutputSet, b: OutputSet, *, subset: bool = False) -> CompareResult:
@@ -216,6 +242,8 @@ def compare_outputs(a: OutputSet, b: OutputSet, *, subset: bool = False) -> Comp
     result.compared = len(common)
     result.values_compared = any(a.outputs[k].values is not None
                                  and b.outputs[k].values is not None for k in common)
+    result.hashes_compared = any(a.outputs[k].tokens_sha256 is not None
+                                 or b.outputs[k].tokens_sha256 is not None for k in common)
     result.diffs = [d for d in (_diff(a.outputs[k], b.outputs[k]) for k in common) if d]
     result.status = "differs" if result.diffs else "exact"
     return result
@@ -229,7 +257,8 @@ def verdict_lines(result: CompareResult, *, limit: int = 20) -> list[str]:
     if result.status == "not comparable":
         return (["NOT COMPARABLE: the two files do not hold the same work (not a failure, not "
                  "a pass)"] + [f"  {r}" for r in result.reasons])
-    what = "token sequences, texts" + (" and values" if result.values_compared else "")
+    what = ("token sequences" + (", token hashes" if result.hashes_compared else "")
+            + ", texts" + (" and values" if result.values_compared else ""))
     lines = [f"{result.compared}/{result.compared} outputs exact ({what})"
              if result.status == "exact" else
              f"{len(result.diffs)} of {result.compared} outputs differ ({what} compared)"]
@@ -243,6 +272,9 @@ def verdict_lines(result: CompareResult, *, limit: int = 20) -> list[str]:
                          f"{d.b_tokens} tokens)")
         if d.text_equal is False:
             parts.append("texts differ")
+        if d.tokens_hash_equal is False:
+            parts.append("tokens_sha256 differ")
+        parts.extend(d.corrupt)
         if d.values_equal is False:
             parts.append(f"values differ, max |delta| {d.max_abs_delta:.3g}")
         lines.append(f"  {d.key}: " + "; ".join(parts))

@@ -47,7 +47,7 @@ def record_gsm8k(settings: Gsm8kSettings, folder=DEFAULT_FIXTURES, *, force: boo
     path = fixture_path(folder, key)
     if path.exists() and not force:
         raise FileExistsError(f"{path}: a fixture with this key exists; check against it, or "
-                              "pass force to record over it")
+                              "pass --force to record over it")
     run = run_gsm8k(settings, key=key, **run_options)
     if environment is None:
         from det_suite.reports.environment import environment as capture
@@ -140,7 +140,8 @@ def check_gsm8k(s: CheckSettings, **run_options) -> CheckResult:
     identity = None
     if s.fixture is None:
         if s.model is None:
-            raise ValueError("model: required to find a fixture in a folder (or pass fixture=)")
+            raise ValueError("--model: required to find a fixture in a folder "
+                             "(or pass --fixture)")
         probe = Gsm8kSettings(model=s.model, backend=s.backend, mode=s.mode, device=s.device,
                               progress=s.progress)
         key = run_key(probe)

@@ -39,10 +39,13 @@ class MainJobResult:
     invariance: InvarianceRun
     cache_hit: CacheHitResult | None = None
     cache_hit_out: str | None = None
+    run_id: str | None = None
 
     def verdict_lines(self) -> list[str]:
         kernel = "PASS" if self.invariance.exit_code == 0 else "FAIL"
         lines = [f"kernel (invariance, positive control flagged): {kernel}"]
+        if self.run_id:
+            lines.append(f"run id {self.run_id} (in every result written)")
         if self.cache_hit is not None:
             hit = self.cache_hit
             model = hit.settings.get("model")
@@ -94,14 +97,21 @@ def run_main_job(settings: MainJobSettings, *, announce=print) -> MainJobResult:
         print("det-suite run: CPU only - checks run on the Triton interpreter with small "
               "shapes; GPU-only checks (CUDA Graph replay, vendor GEMMs) are not run",
               file=sys.stderr)
-    run = run_invariance(invariance_settings(settings.out, on_gpu))
     from pathlib import Path
 
     from det_suite.checks.cache_hit_report import write_report
     from det_suite.reports.environment import environment
+    from det_suite.reports.run_folder import staged_run
 
-    hit = run_cache_hit(cache_hit_settings(on_gpu, announce=announce))
-    hit_out = str(write_report(hit, Path(settings.out) / "cache_hit", environment()))
+    out = Path(settings.out)
+    # Written beside --out and swapped in whole at the end: an interrupted run leaves the
+    # previous results as they were, never half of each.
+    with staged_run(out) as (staging, run_id):
+        run = run_invariance(invariance_settings(str(staging), on_gpu))
+        hit = run_cache_hit(cache_hit_settings(on_gpu, announce=announce))
+        write_report(hit, staging / "cache_hit", environment())
+    run.paths = {k: str(out / Path(v).relative_to(staging)) for k, v in run.paths.items()}
     return MainJobResult(exit_code=max(run.exit_code, hit.exit_code), on_gpu=on_gpu,
                          family=family, family_source=family_source(), dispatch=dispatch,
-                         invariance=run, cache_hit=hit, cache_hit_out=hit_out)
+                         invariance=run, cache_hit=hit, cache_hit_out=str(out / "cache_hit"),
+                         run_id=run_id)

@@ -13,6 +13,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from det_suite.help_format import DefaultsHelpFormatter
+
 EXIT_OK, EXIT_ERROR, EXIT_NO_GPU, EXIT_GATE = 0, 1, 2, 3
 
 
@@ -34,7 +36,7 @@ def register(subparsers) -> None:
                     "on the same quantized inputs, per (N, K) shape and M. Each det-suite "
                     "output is checked against torch._scaled_mm first; a wrong result gets "
                     "no time and a non-zero exit.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     gemm.add_argument("--shapes", nargs="+", default=["qwen3-8b"], metavar="SHAPE",
                       help=f"presets ({', '.join(SHAPE_PRESETS)}) or N,K / NAME=N,K")
     gemm.add_argument("--m", nargs="+", type=int, default=list(DEFAULT_MS), metavar="M",
@@ -171,7 +173,7 @@ def register_e2e(sub) -> None:
                     "pooled medians, per-boot medians and ranges, arm / A ratios with a "
                     "bootstrap interval, every sample. Writes e2e.json, e2e.md and "
                     "e2e_samples.png into --out.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     e2e.add_argument("--model", default="synthetic:tiny?seed=0",
                      help="PATH, hub id or synthetic:<preset>?seed=S")
     e2e.add_argument("--out", default="results/e2e", metavar="DIR")

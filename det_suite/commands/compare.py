@@ -1,7 +1,8 @@
 """`det-suite compare A.json B.json`: fixed-work comparison of two runs of a check.
 
 Holds two JSON results to the same bits, output by output: token sequences, texts (or text
-hashes) and, where recorded, values such as logprobs. Reads GSM8K runs and fixtures
+hashes), token-id hashes and, where recorded, values such as logprobs; a recorded hash that
+is not the hash of its own ids or text (an edited fixture) is a difference. Reads GSM8K runs and fixtures
 (`det-suite gsm8k check`'s run.json, fixtures/gsm8k/...), cache-hit results
 (cache_hit.json) and any check's {"kind": "outputs", ...} file (det_suite.checks.fixed_work).
 

@@ -5,7 +5,8 @@ cache-hit, GSM8K, e2e and gpu-suite results are read by layout, any other check'
 kind / schema field and headline. Writes repro.json, repro.md (for a pull request),
 repro_summary.md (for $GITHUB_STEP_SUMMARY) and repro.html (plots embedded) into --out.
 Exit 0 when every result passed, 1 when one failed or is incomplete, 2 for a usage error
-(no results, an unreadable file, no browser for --screenshot).
+(no results, an unreadable file, no browser for --screenshot), 3 when a run folder mixes
+results of two runs; inputs from different runs or git revisions are noted.
 """
 
 from __future__ import annotations
@@ -47,5 +48,7 @@ def run(args) -> int:
               f"{entry['headline'][0] if entry['headline'] else '-'}")
     for note in result.notes + result.payload["notes"]:
         print(f"report: note: {note}")
+    for reason in result.payload.get("not_comparable", []):
+        print(f"report: NOT COMPARABLE: {reason}")
     print(f"report: {overall(result.payload)}; wrote {', '.join(result.paths.values())}")
     return result.exit_code

@@ -12,6 +12,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from det_suite.help_format import DefaultsHelpFormatter
+
 EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
 
 
@@ -26,7 +28,7 @@ def register(subparsers) -> None:
                     "fastest instruction-safe variant per M class, and store an entry only "
                     "after it passes the accuracy and bitwise batch-invariance checks. "
                     "Writes a policy JSON loadable with --policy-file.",
-        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
+        formatter_class=DefaultsHelpFormatter)
     parser.add_argument("--shapes", nargs="+", default=["qwen3-8b"], metavar="SHAPE",
                         help=f"presets ({', '.join(SHAPE_PRESETS)}) or N,K / NAME=N,K")
     parser.add_argument("--out", required=True, metavar="PATH.json",

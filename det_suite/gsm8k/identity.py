@@ -13,7 +13,7 @@ from __future__ import annotations
 import hashlib
 from pathlib import Path
 
-from det_suite.models.spec import SYNTHETIC, parse_synthetic
+from det_suite.models.spec import ModelSpec, ModelSpecError, hub_snapshot
 from det_suite.reports.provenance import tree_sha256
 
 _CHUNK = 8 << 20
@@ -37,9 +37,9 @@ def folder_sha256(root, *, progress: bool = False) -> str:
     total = sum(p.stat().st_size for p in files)
     bar = None
     if progress:
-        from tqdm import tqdm
-        bar = tqdm(total=total, unit="B", unit_scale=True, desc=f"hashing {root.name}",
-                   leave=False)
+        from det_suite.platform.progress import progress_bar
+        bar = progress_bar(total=total, unit="B", unit_scale=True, desc=f"hashing {root.name}",
+                           leave=False)
     digest = hashlib.sha256()
     try:
         for path in files:
@@ -56,20 +56,19 @@ def folder_sha256(root, *, progress: bool = False) -> str:
     return digest.hexdigest()
 
 
-def model_identity(spec: str, *, progress: bool = False) -> dict:
+def model_identity(spec, *, progress: bool = False) -> dict:
     """The model a spec names, independent of where it lies: a synthetic preset and seed, or
     the content digest of a checkpoint folder (plus the hub revision for a hub id)."""
-    if spec.startswith(SYNTHETIC):
-        preset, seed = parse_synthetic(spec)
-        return {"kind": "synthetic", "preset": preset, "seed": seed}
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        return {"kind": "path", "name": path.resolve().name,
-                "content_sha256": folder_sha256(path, progress=progress)}
-    from det_suite.models.spec import hub_snapshot
-
-    snapshot = hub_snapshot(spec)
-    return {"kind": "hub", "id": spec, "revision": snapshot.name,
+    spec = ModelSpec.parse(spec)
+    if spec.kind == "synthetic":
+        return {"kind": "synthetic", "preset": spec.preset, "seed": spec.seed}
+    if spec.kind == "path":
+        if not spec.path.is_dir():
+            raise ModelSpecError(f"model spec {spec.text!r}: a file, not a checkpoint folder")
+        return {"kind": "path", "name": spec.path.resolve().name,
+                "content_sha256": folder_sha256(spec.path, progress=progress)}
+    snapshot = hub_snapshot(spec.hub_id)
+    return {"kind": "hub", "id": spec.hub_id, "revision": snapshot.name,
             "content_sha256": folder_sha256(snapshot, progress=progress)}
 
 

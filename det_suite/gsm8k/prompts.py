@@ -89,7 +89,9 @@ def load_tokenizer(checkpoint):
 
     if checkpoint.tokenizer_path:
         return AutoTokenizer.from_pretrained(checkpoint.tokenizer_path)
-    if str(checkpoint.source).startswith("synthetic:"):
+    from det_suite.models.spec import is_synthetic
+
+    if is_synthetic(checkpoint.source):
         from det_suite.models.tokenizer import build_tokenizer
 
         with tempfile.TemporaryDirectory(prefix="det-suite-tokenizer-") as tmp:

@@ -231,8 +231,8 @@ def run_gsm8k(settings: Gsm8kSettings, *, key: dict | None = None, backend=None,
 def _bar(total: int, settings: Gsm8kSettings):
     if not settings.progress:
         return None
-    from tqdm import tqdm
-    return tqdm(total=total, unit="row", desc=f"gsm8k {settings.mode}", dynamic_ncols=True)
+    from det_suite.platform.progress import progress_bar
+    return progress_bar(total=total, unit="row", desc=f"gsm8k {settings.mode}")
 
 
 def settings_from_record(record: dict, **overrides) -> Gsm8kSettings:

@@ -113,8 +113,12 @@ def run_invariance(settings: InvarianceSettings,
     if progress is None and not settings.quiet:
         progress = runner.stderr_progress
     if progress:
+        # Graph cases run only on a CUDA device (the runner skips them elsewhere and says
+        # so): announce only the cases that will run.
+        graphs = (f" + {len(graph_cases)} graph cases"
+                  if graph_cases and device.startswith("cuda") else "")
         progress(f"det-suite invariance on {env['machine']}: {'full' if full else 'quick'} "
-                 f"matrix, {len(cases)} cases + {len(graph_cases)} graph cases, providers "
+                 f"matrix, {len(cases)} cases{graphs}, providers "
                  + ", ".join(p.name for p in selection.providers))
         for p in selection.skipped:
             progress(f"  skipped {p.name}: {p.unavailable}")

@@ -58,6 +58,8 @@ def run(providers: list[Provider], cases, plan: Plan, device, *, graph_cases=(),
     device = str(torch.device(device))
     progress = progress or (lambda _line: None)
     result = RunResult(list(providers), tuple(cases), tuple(graph_cases), plan, device)
+    # Positive controls are meant to differ: their share of a line's count is named.
+    controls = {p.name for p in providers if p.expect_variant}
     rec = result.recorder
     if plan.graph_sizes and graph_cases:
         result.graph_skipped = graph_unavailable(device)
@@ -73,7 +75,7 @@ def run(providers: list[Provider], cases, plan: Plan, device, *, graph_cases=(),
     with torch.no_grad():
         for case in result.cases:
             step += 1
-            mark = _Mark(rec)
+            mark = _Mark(rec, controls)
             problem = make_problem(case, device)
             for arms in groups:
                 run_suffix_and_composition(arms, case, problem, plan, rec, device)
@@ -82,7 +84,7 @@ def run(providers: list[Provider], cases, plan: Plan, device, *, graph_cases=(),
         if run_graphs:
             for case in result.graph_cases:
                 step += 1
-                mark = _Mark(rec)
+                mark = _Mark(rec, controls)
                 problem = make_problem(case, device)
                 for provider in result.providers:
                     if provider.graph_capturable:
@@ -97,8 +99,8 @@ def run(providers: list[Provider], cases, plan: Plan, device, *, graph_cases=(),
 class _Mark:
     """Counts and time at the start of a case group, for its progress line."""
 
-    def __init__(self, rec: Recorder) -> None:
-        self.rec = rec
+    def __init__(self, rec: Recorder, controls=frozenset()) -> None:
+        self.rec, self.controls = rec, controls
         self.comparisons = len(rec.comparisons)
         self.errors = len(rec.errors)
         self.time = time.perf_counter()
@@ -106,8 +108,12 @@ class _Mark:
     def line(self, step: int, total: int, what: str) -> str:
         new = self.rec.comparisons[self.comparisons:]
         differ = sum(1 for c in new if not c.equal)
+        control = [c for c in new if c.provider in self.controls]
         errors = len(self.rec.errors) - self.errors
         text = (f"[{step}/{total}] {what}: {len(new)} comparisons, {differ} differ"
+                + (f" (positive control: {len(control)} comparisons, "
+                   f"{sum(1 for c in control if not c.equal)} differ)"
+                   if control else "")
                 + (f", {errors} provider errors" if errors else "")
                 + f" ({time.perf_counter() - self.time:.1f} s)")
         return text

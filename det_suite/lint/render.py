@@ -81,9 +81,15 @@ def legend(data: dict) -> str:
             "workspace launches with their fix-up, and the single-pass check).")
 
 
+def variant_count(data: dict) -> int:
+    """Launch variants linted: the PTX listings of every table entry (cached or compiled).
+    lint-policy's status line and the report both count with this."""
+    return sum(len(e["variants"]) for t in data.get("tables", []) for e in t["entries"])
+
+
 def status_line(data: dict) -> str:
     entries = sum(len(t["entries"]) for t in data["tables"])
-    variants = sum(len(e["variants"]) for t in data["tables"] for e in t["entries"])
+    variants = variant_count(data)
     verdict = "OK" if data["ok"] else f"FAILED ({len(data['violations'])} violation(s))"
     return (f"lint-policy: {len(data['tables'])} table x target pairs, {entries} entries, "
             f"{variants} variants ({data['compiled']} compiled, {data['cache_hits']} cached) in "

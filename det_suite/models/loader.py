@@ -15,7 +15,9 @@ import json
 from pathlib import Path
 
 import torch
+from safetensors import SafetensorError
 
+from det_suite.errors import InputError
 from det_suite.models.checkpoint import (KV_SCALES, LINEARS, NORMS, Qwen3Checkpoint,
                                          Qwen3Layer, layer_prefix, linear_shapes)
 from det_suite.models.synthetic_linear import Fp8Linear
@@ -27,17 +29,26 @@ SINGLE_FILE = "model.safetensors"
 BIASED = ("q_proj", "k_proj", "v_proj", "o_proj")
 
 
-class CheckpointError(ValueError):
-    """The checkpoint is not one det-suite can run; the message names the file and tensor."""
+# config.json fields the model is built from: each must be present and a positive integer.
+REQUIRED_INT_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers",
+                       "num_attention_heads", "num_key_value_heads")
+
+
+class CheckpointError(InputError):
+    """The checkpoint is not one det-suite can run; the message names the file and tensor.
+    An InputError: the CLI answers it with one line and exit 2."""
 
 
 def _read_json(path: Path) -> dict:
     try:
-        return json.loads(path.read_text())
+        raw = json.loads(path.read_text())
     except FileNotFoundError:
         raise CheckpointError(f"{path}: missing (expected in a ModelOpt FP8 checkpoint)") from None
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise CheckpointError(f"{path}: not valid JSON ({exc})") from None
+    if not isinstance(raw, dict):
+        raise CheckpointError(f"{path}: expected a JSON object, got {type(raw).__name__}")
+    return raw
 
 
 def read_config(root: Path):
@@ -52,8 +63,17 @@ def read_config(root: Path):
         raise CheckpointError(
             f"{path}: unsupported architecture {architectures} (model_type "
             f"{raw.get('model_type')!r}); expected ['{ARCHITECTURE}'], model_type 'qwen3'")
+    bad = [name for name in REQUIRED_INT_FIELDS
+           if not isinstance(raw.get(name), int) or isinstance(raw.get(name), bool)
+           or raw[name] <= 0]
+    if bad:
+        raise CheckpointError(f"{path}: field {bad[0]!r} is {raw.get(bad[0])!r}; expected a "
+                              "positive integer")
     raw = {key: value for key, value in raw.items() if key != "quantization_config"}
-    return Qwen3Config.from_dict(raw)
+    try:
+        return Qwen3Config.from_dict(raw)
+    except (TypeError, ValueError) as exc:
+        raise CheckpointError(f"{path}: not a valid Qwen3 config ({exc})") from None
 
 
 def read_quant(root: Path) -> dict:
@@ -91,8 +111,16 @@ class TensorFiles:
     def __init__(self, root: Path, device, stack: contextlib.ExitStack):
         from safetensors import safe_open
 
-        self._open = lambda file: stack.enter_context(
-            safe_open(str(file), framework="pt", device=str(device)))
+        def open_file(file: Path):
+            # safe_open reads and checks the header: a truncated or garbled file fails here.
+            try:
+                return stack.enter_context(
+                    safe_open(str(file), framework="pt", device=str(device)))
+            except SafetensorError as exc:
+                raise CheckpointError(f"{file}: not a readable safetensors file ({exc}); "
+                                      "expected a complete file, as exported") from None
+
+        self._open = open_file
         self._handles: dict[Path, object] = {}
         self._keys: dict[Path, set[str]] = {}
         index = root / INDEX_FILE
@@ -129,7 +157,11 @@ class TensorFiles:
         if name not in self._keys.setdefault(self.where[name], set(handle.keys())):
             raise CheckpointError(f"{self.where[name]}: missing tensor {name} (the index "
                                   "lists it in this file)")
-        return handle.get_tensor(name)
+        try:
+            return handle.get_tensor(name)
+        except SafetensorError as exc:  # the header promises more bytes than the file holds
+            raise CheckpointError(f"{self.where[name]}: tensor {name} cannot be read ({exc}); "
+                                  "the file looks truncated") from None
 
     def get(self, name: str, dtype: torch.dtype, shape: tuple[int, ...]) -> torch.Tensor:
         tensor = self._read(name)
@@ -194,6 +226,9 @@ def _layer(files: TensorFiles, config, index: int, kv_fp8: bool) -> Qwen3Layer:
 def load_checkpoint(path, *, device="cpu") -> Qwen3Checkpoint:
     """Read and validate a ModelOpt FP8 Qwen3 checkpoint folder onto `device`."""
     root = Path(path)
+    if not root.exists():
+        raise CheckpointError(f"{root}: no such folder (expected a checkpoint folder with "
+                              "config.json, hf_quant_config.json and safetensors)")
     if not root.is_dir():
         raise CheckpointError(f"{root}: not a folder (expected a checkpoint folder with "
                               "config.json, hf_quant_config.json and safetensors)")

@@ -46,6 +46,15 @@ class Preset:
     calibration_tokens: int      # length of the calibration prompt
     tied: bool = False           # lm_head is the embedding (Qwen3-0.6B/1.7B/4B ship this way)
 
+    def parameters(self) -> int:
+        """How many numbers the checkpoint holds (scales aside)."""
+        vocab = self.vocab or 300   # the synthetic tokenizer's few hundred tokens
+        q, kv = self.heads * self.head_dim, self.kv_heads * self.head_dim
+        linears = (q + 2 * kv) * self.hidden + self.hidden * q + 3 * self.hidden * self.intermediate
+        norms = 2 * self.hidden + 2 * self.head_dim
+        return (vocab * self.hidden * (1 if self.tied else 2) + self.hidden
+                + self.layers * (linears + norms))
+
     def config(self):
         from transformers import Qwen3Config
 
@@ -241,22 +250,29 @@ def calibrate(ckpt: Qwen3Checkpoint, token_ids: list[int]) -> Qwen3Checkpoint:
     return ckpt
 
 
-def build_synthetic(preset_name: str, seed: int, *, device="cpu") -> Qwen3Checkpoint:
-    """A calibrated synthetic checkpoint built in memory on `device` (no files written)."""
+def build_synthetic(preset_name: str, seed: int, *, device="cpu",
+                    progress=None) -> Qwen3Checkpoint:
+    """A calibrated synthetic checkpoint built in memory on `device` (no files written).
+    `progress(line)`, when given, hears each step."""
     if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed < 2 ** 63:
         raise ValueError(f"seed: expected a non-negative int, got {seed!r}")
+    say = progress or (lambda line: None)
     p = preset(preset_name)
+    say(f"random weights for {p.layers} layers on {device}")
     ckpt = _random_checkpoint(p, seed, torch.device(device))
+    say("calibrating input scales (a short forward pass)")
     return calibrate(ckpt, calibration_ids(p, seed, ckpt.config.vocab_size))
 
 
 def write_synthetic(preset_name: str, seed: int, out_dir, *, device="cpu",
-                    max_shard_bytes: int | None = None) -> Path:
+                    max_shard_bytes: int | None = None, progress=None) -> Path:
     """Build and write a synthetic checkpoint (ModelOpt layout + tokenizer) into out_dir."""
     from det_suite.models.checkpoint import DEFAULT_SHARD_BYTES
     from det_suite.models.tokenizer import build_tokenizer
 
-    ckpt = build_synthetic(preset_name, seed, device=device)
+    ckpt = build_synthetic(preset_name, seed, device=device, progress=progress)
+    if progress:
+        progress("writing config, safetensors and tokenizer")
     out = save_checkpoint(ckpt, out_dir, max_shard_bytes=max_shard_bytes or DEFAULT_SHARD_BYTES)
     build_tokenizer(out)
     return out

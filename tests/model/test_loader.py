@@ -89,6 +89,31 @@ def _delete(file):
     return tamper
 
 
+def _truncate_shard_holding(name, keep):
+    """Cut the shard holding `name` to `keep(size)` bytes, as an interrupted copy would."""
+    def tamper(root):
+        file = root / _shard_of(root, name)
+        data = file.read_bytes()
+        file.write_bytes(data[:keep(len(data))])
+        return file.name
+    return tamper
+
+
+def _write_config(text):
+    def tamper(root):
+        (root / "config.json").write_text(text)
+        return "config.json"
+    return tamper
+
+
+def _config_field(key, value):
+    def tamper(root):
+        _edit_json(root, "config.json", lambda c: c.pop(key) if value is None
+                   else c.__setitem__(key, value))
+        return "config.json"
+    return tamper
+
+
 def _delete_all_weights(root):
     for path in list(root.glob("*.safetensors")) + [root / "model.safetensors.index.json"]:
         path.unlink()
@@ -141,6 +166,17 @@ BAD = [
      "model.layers.0.self_attn.k_proj.k_scale", "missing tensor"),
     ("architecture-llama", _architecture, "LlamaForCausalLM", "unsupported architecture"),
     ("no-config", _delete("config.json"), "config.json", "missing"),
+    ("truncated-shard", _truncate_shard_holding(f"{DOWN1}.weight", lambda n: n - 100),
+     "", "safetensors"),
+    ("header-only-shard", _truncate_shard_holding(f"{DOWN1}.weight", lambda n: 7), "",
+     "safetensors"),
+    ("config-not-json", _write_config('{"architectures": ["Qwen3'), "config.json",
+     "not valid JSON"),
+    ("config-a-list", _write_config("[1, 2]"), "config.json", "expected a JSON object"),
+    ("config-without-hidden-size", _config_field("hidden_size", None), "'hidden_size'",
+     "expected a positive integer"),
+    ("config-negative-layers", _config_field("num_hidden_layers", -1),
+     "'num_hidden_layers'", "expected a positive integer"),
 ]
 
 
@@ -212,10 +248,17 @@ def test_a_one_element_scale_is_read_as_a_scalar(sharded_copy):
     assert scale.dim() == 0
 
 
-def test_not_a_folder_is_named(tmp_path):
+def test_a_missing_folder_is_named(tmp_path):
     from det_suite.models.loader import CheckpointError, load_checkpoint
-    with pytest.raises(CheckpointError, match="not a folder"):
+    with pytest.raises(CheckpointError, match="nowhere: no such folder"):
         load_checkpoint(tmp_path / "nowhere")
+
+
+def test_a_file_in_place_of_the_folder_is_named(tmp_path):
+    from det_suite.models.loader import CheckpointError, load_checkpoint
+    (tmp_path / "model.bin").write_bytes(b"x")
+    with pytest.raises(CheckpointError, match="model.bin: not a folder"):
+        load_checkpoint(tmp_path / "model.bin")
 
 
 # --- model specs -----------------------------------------------------------------------

@@ -216,3 +216,48 @@ def test_qwen3_8b_builds_on_the_gpu_with_distinct_logits():
     assert all(math.isfinite(s) and s > 0 for s in scales)
     logprobs = reference_logprobs(ckpt, list(range(1000, 1032)))
     assert bool(torch.isfinite(logprobs).all()) and logprobs.unique().numel() > 1
+
+
+def test_det_suite_synth_shows_progress_and_leaves_only_the_folder(tmp_path, capsys):
+    from det_suite.cli import main
+    assert main(["synth", "--preset", "tiny", "--out", str(tmp_path / "ckpt"),
+                 "--device", "cpu"]) == 0
+    out = capsys.readouterr().out
+    assert "det-suite synth: calibrating input scales" in out
+    assert [p.name for p in tmp_path.iterdir()] == ["ckpt"]
+
+
+def test_det_suite_synth_interrupted_leaves_no_partial_checkpoint(tmp_path, monkeypatch,
+                                                                  capsys):
+    """The issue's case: Ctrl-C mid-build used to leave config.json alone in --out."""
+    from det_suite.cli import main
+    from det_suite.models import checkpoint
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    monkeypatch.setattr(checkpoint, "shard_plan", interrupted)   # after config.json is written
+    assert main(["synth", "--preset", "tiny", "--out", str(tmp_path / "ckpt"),
+                 "--device", "cpu"]) == 130
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_det_suite_synth_refuses_a_gpu_sized_preset_on_the_cpu(tmp_path, capsys):
+    from det_suite.cli import main
+    assert main(["synth", "--preset", "qwen3-4b", "--out", str(tmp_path / "ckpt"),
+                 "--device", "cpu"]) == 2
+    err = capsys.readouterr().err
+    assert "--preset qwen3-4b is GPU-sized" in err and "16 GB" in err and "--allow-cpu" in err
+    assert "Traceback" not in err and list(tmp_path.iterdir()) == []
+
+
+def test_det_suite_synth_will_not_replace_a_folder_that_is_no_checkpoint(tmp_path, capsys):
+    from det_suite.cli import main
+    (tmp_path / "notes.txt").write_text("mine")
+    assert main(["synth", "--preset", "tiny", "--out", str(tmp_path), "--device", "cpu"]) == 2
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_the_parameter_count_matches_the_published_model():
+    """Qwen3-8B's model card: 8.2B parameters. The CPU refusal's estimate rests on this."""
+    from det_suite.models.synthetic import preset
+    assert round(preset("qwen3-8b").parameters() / 1e9, 1) == 8.2

@@ -68,7 +68,9 @@ def test_det_mode_agrees_with_the_reference_forward_on_a_tied_model():
     assert result.passed, result.problems
 
 
-def test_the_cache_hit_check_passes_a_tied_model_with_hits_proven(tiny_tied):
+def test_the_cache_hit_check_passes_a_tied_model_with_hits_proven(tiny_tied, device):
+    """On the kernel device: the GPU where there is one (det-suite's kernels do not run on
+    CPU tensors outside the interpreter), else the CPU under the interpreter."""
     from det_suite.backends.embedded import EmbeddedBackend
     from det_suite.checks.cache_hit import PRESETS as CHECK_PRESETS
     from det_suite.checks.cache_hit import CacheHitSettings, EngineVariant, run_cache_hit
@@ -77,9 +79,10 @@ def test_the_cache_hit_check_passes_a_tied_model_with_hits_proven(tiny_tied):
                                    "model": "synthetic:tiny-tied?seed=0", "modes": ("det",),
                                    "prefixes": (8,), "suffix": 3,
                                    "batches": (2,), "variants": (EngineVariant(),),
-                                   "max_new_tokens": 1, "device": "cpu"})
+                                   "max_new_tokens": 1, "device": device})
+    checkpoint = tiny_tied.to(device)
     result = run_cache_hit(settings, backend_factory=lambda mode, variant: EmbeddedBackend(
-        settings.model, mode=mode, checkpoint=tiny_tied, device="cpu", page_size=4,
+        settings.model, mode=mode, checkpoint=checkpoint, device=device, page_size=4,
         max_seq_len=64, num_pages=128), vocab=tiny_tied.config.vocab_size)
     det = result.rows("det")
     print(f"{len(det)} det comparisons, cached tokens {[c.cached_tokens for c in det]}")

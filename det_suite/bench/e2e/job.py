@@ -81,11 +81,11 @@ def preflight(settings: E2ESettings) -> list[str]:
         if arm.backend != "embedded":
             raise E2EUsageError(f"arm {arm.name}: backend {arm.backend!r} is not wired into "
                                 "bench e2e yet; only 'embedded' boots")
-    if settings.model.startswith("synthetic:"):
-        from det_suite.models.spec import parse_synthetic
+    from det_suite.models.spec import ModelSpec, is_synthetic
 
+    if is_synthetic(settings.model):   # a folder or hub id is checked where it loads
         try:
-            parse_synthetic(settings.model)
+            ModelSpec.parse(settings.model)
         except ValueError as exc:
             raise E2EUsageError(f"model: {exc}") from None
     if not gpu and (settings.max_ratio is not None or settings.max_decode_floor_ratio
@@ -156,9 +156,8 @@ class _Progress:
         self.say, self.bar = say, None
         if enabled:
             try:
-                from tqdm import tqdm
-                self.bar = tqdm(total=total, unit="sample", file=sys.stderr,
-                                dynamic_ncols=True)
+                from det_suite.platform.progress import progress_bar
+                self.bar = progress_bar(total=total, unit="sample", file=sys.stderr)
             except ImportError:
                 pass
 

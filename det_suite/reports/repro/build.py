@@ -82,12 +82,41 @@ def kernel_hashes(results: list[ResultFile], current: dict[str, str]) -> dict:
             "changed_since": [r["path"] for r in rows if r["unchanged"] is False]}
 
 
+def run_provenance(results: list[ResultFile], roots) -> tuple[list[str], list[str]]:
+    """(mixed, notes). mixed: results inside a run folder (reports.run_folder) that do not
+    carry that folder's run_id, i.e. a folder holding two runs: the report refuses those.
+    notes: inputs from different runs or git revisions, said so (not refused: one report
+    often gathers several checks' runs)."""
+    from det_suite.reports.run_folder import manifest_for
+
+    mixed = []
+    roots = [Path(r).resolve() for r in roots]
+    for r in results:
+        path = r.path.resolve()
+        root = next((root for root in roots if root == path or root in path.parents), path)
+        found = manifest_for(path, root)
+        if found is not None and found[1].get("run_id") != r.data.get("run_id"):
+            mixed.append(f"{r.path} is not from run {found[1].get('run_id')} of the run "
+                         f"folder {found[0]} (it records run {r.data.get('run_id')}): the "
+                         "folder mixes runs")
+    notes = []
+    runs = sorted({str(r.data["run_id"]) for r in results if r.data.get("run_id")})
+    if len(runs) > 1:
+        notes.append(f"the results come from {len(runs)} different runs ({', '.join(runs)})")
+    revisions = sorted({str(rev) for r in results
+                        if (rev := (r.data.get("environment") or {}).get("git_revision"))})
+    if len(revisions) > 1:
+        notes.append(f"the results come from {len(revisions)} different git revisions "
+                     f"({', '.join(revisions)})")
+    return mixed, notes
+
+
 def _result_entry(r: ResultFile, out: Path) -> dict:
     env = r.data.get("environment") or {}
     section = summarize(r.kind, r.data)
     return {**section, "path": str(r.path), "link": os.path.relpath(r.path, out),
             "machine": env.get("machine"), "revision": env.get("git_revision"),
-            "timestamp": env.get("timestamp_utc"),
+            "timestamp": env.get("timestamp_utc"), "run_id": r.data.get("run_id"),
             "source_tree_sha256": env.get("source_tree_sha256"),
             "plots": [{"path": str(p), "link": os.path.relpath(p, out)} for p in r.plots]}
 
@@ -112,10 +141,12 @@ def build_report(settings: ReportSettings) -> dict:
     for i, e in enumerate(entries):
         revisions.setdefault(e["revision"] or "not recorded", []).append(i)
     statuses = [e["status"] for e in entries]
+    mixed, provenance_notes = run_provenance(results, settings.inputs)
     report_env = environment()
     return {
         "schema": SCHEMA, "title": settings.title,
-        "ok": all(s in ("pass", "info") for s in statuses),
+        "ok": all(s in ("pass", "info") for s in statuses) and not mixed,
+        "comparable": not mixed, "not_comparable": mixed,
         "counts": {s: statuses.count(s) for s in sorted(set(statuses))},
         "results": entries, "checks": checks,
         "machines": _machines(results),
@@ -123,5 +154,5 @@ def build_report(settings: ReportSettings) -> dict:
         "kernel_hashes": kernel_hashes(results, source_hashes()),
         "generated": {"environment": report_env, "packages": report_env["packages"],
                       "gpu": report_env["gpu"]},
-        "notes": notes,
+        "notes": notes + provenance_notes,
     }

@@ -71,8 +71,10 @@ def _invariance(d: dict) -> dict:
 
 
 def _lint(d: dict) -> dict:
+    from det_suite.lint.render import variant_count
+
     lint = d.get("lint", d)
-    lines = [f"{lint.get('compiled', '?')} launch variants cross-compiled (Triton "
+    lines = [f"{variant_count(lint)} launch variants cross-compiled (Triton "
              f"{lint.get('triton_version', '?')}), {len(lint.get('violations', []))} "
              "violations"]
     lines += [f"violation: {v}" for v in lint.get("violations", [])[:10]]

@@ -15,7 +15,9 @@ NOT_GIVEN = "not in this report (no result given)"
 
 def overall(payload: dict) -> str:
     counts = ", ".join(f"{n} {STATUS_TEXT.get(s, s)}" for s, n in payload["counts"].items())
-    return f"{'PASS' if payload['ok'] else 'FAIL'} ({len(payload['results'])} results: {counts})"
+    verdict = ("NOT COMPARABLE" if not payload.get("comparable", True)
+               else "PASS" if payload["ok"] else "FAIL")
+    return f"{verdict} ({len(payload['results'])} results: {counts})"
 
 
 def _first(lines: list[str]) -> str:

@@ -52,7 +52,10 @@ class ReportResult:
 
     @property
     def exit_code(self) -> int:
-        """0 when every result passed (or only ran), 1 when any failed or is incomplete."""
+        """0 when every result passed (or only ran), 1 when any failed or is incomplete, 3
+        when a run folder mixes results of two runs (not comparable)."""
+        if not self.payload.get("comparable", True):
+            return 3
         return 0 if self.payload["ok"] else 1
 
 

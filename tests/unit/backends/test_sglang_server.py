@@ -202,8 +202,12 @@ def test_ctrl_c_inside_the_block_stops_the_server(stand_in):
     assert _gone(leader, child)
 
 
+# The driver stands for a launching process in a terminal. Python keeps SIGINT ignored when
+# it starts with it ignored (under nohup, or `trap '' INT`), so a driver started from such a
+# pytest would never see Ctrl-C: it installs Python's own handler first, whatever its parent did.
 DRIVER = textwrap.dedent("""
-    import sys, time
+    import signal, sys, time
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     from det_suite.backends.sglang.server import SGLangServer, ServerSettings
     settings = ServerSettings("stand-in-model", plugin=False, log_path=sys.argv[1],
                               env=tuple(zip(sys.argv[2::2], sys.argv[3::2])))

@@ -39,7 +39,7 @@ def test_two_identical_gsm8k_runs_compare_exact(tmp_path, gsm8k_run):
     b = write_fixture(tmp_path / "b.json", gsm8k_run)
     result = compare_files(a, b)
     assert result.status == "exact" and result.compared == 5 and result.exit_code == 0
-    assert verdict_lines(result)[0] == "5/5 outputs exact (token sequences, texts)"
+    assert verdict_lines(result)[0] == "5/5 outputs exact (token sequences, token hashes, texts)"
 
 
 def test_a_run_and_a_fixture_without_texts_compare_by_text_hash(tmp_path, gsm8k_run):
@@ -57,6 +57,38 @@ def test_a_differing_token_is_named_with_its_position(tmp_path, gsm8k_run):
     [d] = result.diffs
     assert (d.key, d.first_token, d.b_token) == ("row 33", 2, 7)
     assert "row 33: first differing token at 2" in "\n".join(verdict_lines(result))
+
+
+def _edited(payload, row_index, field, value):
+    """A copy with one recorded field of one row overwritten, nothing else kept consistent:
+    what a hand-edited fixture looks like."""
+    out = copy.deepcopy(payload)
+    out["rows"][row_index][field] = value
+    return out
+
+
+@pytest.mark.parametrize("field, value, phrase", [
+    ("tokens_sha256", "0" * 64, "B's tokens_sha256 is not the hash of its own token_ids"),
+    ("text_sha256", "0" * 64, "B's text_sha256 is not the hash of its own text"),
+    ("text", "edited", "texts differ")],
+    ids=["token-hash", "text-hash", "text"])
+def test_an_edited_fixture_field_is_a_difference_naming_the_row(tmp_path, gsm8k_run, field,
+                                                                value, phrase):
+    """Every field a fixture records is held to the bits, not only the token ids: an edited
+    hash is caught even though the ids still agree (issue 38, item 6)."""
+    result = compare_files(_write(tmp_path, "a.json", gsm8k_run),
+                           _write(tmp_path, "b.json", _edited(gsm8k_run, 2, field, value)))
+    assert (result.status, result.exit_code, [d.key for d in result.diffs]) == \
+        ("differs", 1, ["row 34"])
+    assert "row 34: " in "\n".join(verdict_lines(result))
+    assert phrase in "\n".join(verdict_lines(result))
+
+
+def test_the_command_exits_1_on_an_edited_token_hash(tmp_path, capsys, gsm8k_run):
+    b = _edited(gsm8k_run, 0, "tokens_sha256", "f" * 64)
+    assert main(["compare", str(_write(tmp_path, "a.json", gsm8k_run)),
+                 str(_write(tmp_path, "b.json", b))]) == 1
+    assert "row 32: tokens_sha256 differ; B's tokens_sha256" in capsys.readouterr().out
 
 
 def test_different_rows_are_not_the_same_work(tmp_path, gsm8k_run):
@@ -117,6 +149,17 @@ def test_the_generic_outputs_form_compares_texts(tmp_path):
                           _write(tmp_path, "b.json", outputs("ho")))
     assert same.status == "exact"
     assert other.status == "differs" and other.diffs[0].text_equal is False
+
+
+def test_the_generic_outputs_form_checks_a_recorded_token_hash(tmp_path):
+    def outputs(digest):
+        return {"kind": "outputs", "outputs": [
+            {"key": "k", "token_ids": [1, 2], "tokens_sha256": digest}]}
+    good = compare_files(_write(tmp_path, "a.json", outputs(sha256_ids([1, 2]))),
+                         _write(tmp_path, "b.json", outputs(sha256_ids([1, 2]))))
+    bad = compare_files(_write(tmp_path, "a.json", outputs(sha256_ids([1, 2]))),
+                        _write(tmp_path, "b.json", outputs(sha256_ids([1, 3]))))
+    assert good.status == "exact" and bad.status == "differs"
 
 
 def test_results_of_different_checks_are_not_comparable(tmp_path, gsm8k_run):

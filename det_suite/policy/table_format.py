@@ -78,8 +78,8 @@ def parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEnt
             if not _power_of_two(t.block_k) or t.block_k < 32:
                 problems.append(f"m_tile block_k {t.block_k} must be a power of two >= 32")
             elif k is None or k % t.block_k or k % entry.block_k \
-                    or base.reduction_schedule(k) != replace(base, block_k=t.block_k) \
-                    .reduction_schedule(k):
+                    or base.k_partition(k) != replace(base, block_k=t.block_k) \
+                    .k_partition(k):
                 problems.append(f"m_tile block_k {t.block_k} needs an (N, K) entry whose K "
                                 f"is a multiple of both BLOCK_Ks and splits into the same "
                                 f"{entry.split_k} chunk(s)")

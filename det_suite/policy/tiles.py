@@ -67,11 +67,17 @@ class LaunchConfig:
         tiles = -(-k // self.block_k)
         return -(-tiles // self.split_k) * self.block_k
 
-    def reduction_schedule(self, k: int) -> tuple[int, int, int]:
-        """What fixes the arithmetic for a K (with the MMA family): the chunk length, the
-        number of chunks, and the K the MMA steps run to (K padded to whole BLOCK_K tiles;
-        a padded step adds zero products, which the accumulator may still round)."""
+    def k_partition(self, k: int) -> tuple[int, int, int]:
+        """How K is cut: the chunk length, the number of chunks, and the K the MMA steps
+        run to (K padded to whole BLOCK_K tiles; a padded step adds zero products, which
+        the accumulator may still round). Part of `reduction_schedule`, not all of it."""
         return (self.k_chunk(k), self.split_k, -(-k // self.block_k) * self.block_k)
+
+    def reduction_schedule(self, k: int) -> "ReductionSchedule":
+        """Every launch field that changes the arithmetic for a K (policy.schedule_identity):
+        two configs with equal schedules must give the same bits; M must never change it."""
+        from det_suite.policy.schedule_identity import reduction_schedule
+        return reduction_schedule(self, k)
 
 
 @dataclass(frozen=True)

@@ -166,6 +166,13 @@ def entry_cases(entry: "TableEntry", override_stages: Iterable[int]):
             for k in ks:
                 for m in ms:
                     yield index, range_text(low, high), source, GemmCase(staged, m, n, k)
+        # A tile the warp-specialised kernel could run (policy.warp_specialized): compiled
+        # that way too, so its MMA is proven the entry's before a table turns it on.
+        pingpong = warp_specialized_candidate(config)
+        if pingpong is not None:
+            for k in ks:
+                yield index, range_text(low, high), WARP_SPECIALIZED_CHECK, GemmCase(
+                    pingpong, ms[-1], n, k)
 
 
 def entry_calls(entry: "TableEntry", override_stages: tuple[int, ...]):
@@ -178,6 +185,27 @@ def entry_calls(entry: "TableEntry", override_stages: tuple[int, ...]):
                  for index, m_range, source, case in entry_cases(entry, override_stages)
                  for launch in gemm_launches(case, pointer_fallback=fallback)
                  for call, bound in launch.calls)
+
+
+WARP_SPECIALIZED_CHECK = "warp-specialized check"
+
+
+def warp_specialized_candidate(config: "LaunchConfig"):
+    """`config` as a warp-specialised tile, if a table could ask for that; else None. A tile
+    that already is one is compiled as selected."""
+    from det_suite.policy.tiles import MTile
+    from det_suite.policy.warp_specialized import warp_specialized_problems
+
+    if config.warp_specialized or config.promote_k is None:
+        return None
+    tile = MTile(max_m=None, block_m=config.block_m, num_warps=config.num_warps,
+                 num_stages=config.num_stages, use_workspace=config.use_workspace,
+                 use_tma=config.use_tma, use_pdl=config.use_pdl, swap_ab=config.swap_ab,
+                 block_n=config.block_n, block_k=config.block_k,
+                 prefetch_k=config.prefetch_k, warp_specialized=True)
+    if warp_specialized_problems(tile, tile, "sm90", config.promote_k):
+        return None
+    return replace(config, warp_specialized=True)
 
 
 # ------------------------------------------------------------------- fixed kernels

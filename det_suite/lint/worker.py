@@ -175,7 +175,10 @@ def compile_one(job: dict, ptx_dir: str | None) -> dict:
                 f"{job['positional']}, but its parameters are {runtime}")
         signature = {name: given[name] for name in names}
         attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in job["divisible"]}
-        src = ASTSource(fn=fn, signature=signature, constexprs=job["constexprs"], attrs=attrs)
+        source = ASTSource
+        if type(fn).__name__ == "GluonJITFunction":  # the warp-specialised kernel (Gluon)
+            from triton.experimental.gluon._runtime import GluonASTSource as source
+        src = source(fn=fn, signature=signature, constexprs=job["constexprs"], attrs=attrs)
         compiled = triton.compile(src, target=GPUTarget("cuda", job["capability"], 32),
                                   options=job["options"])
         ptx = compiled.asm["ptx"]

@@ -14,6 +14,7 @@ from functools import lru_cache
 from importlib import resources
 
 from det_suite.platform.family import DEFAULT_FAMILY, KNOWN_FAMILIES, validate_family
+from det_suite.policy.warp_specialized import warp_specialized_problems
 from det_suite.policy.tiles import (L2_LINE_ELEMENTS, SUPPORTED_STAGES, SWAP_FALLBACK_BLOCK_M,
                                     LaunchConfig, MTile, TableEntry, TilePolicy, promotion_k)
 
@@ -41,7 +42,8 @@ def parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEnt
                               use_pdl=t.get("use_pdl", False),
                               swap_ab=t.get("swap_ab", False),
                               block_n=t.get("block_n"), block_k=t.get("block_k"),
-                              prefetch_k=t.get("prefetch_k", 0))
+                              prefetch_k=t.get("prefetch_k", 0),
+                              warp_specialized=t.get("warp_specialized", False))
                         for t in raw["m_tiles"])
         entry = TableEntry(n=n, k=k, block_n=raw["block_n"], block_k=raw["block_k"],
                            split_k=raw.get("split_k", 1), group_m=raw.get("group_m", 8),
@@ -136,6 +138,9 @@ def parse_policy(raw: dict, source: str) -> TilePolicy:
                 raise ValueError(f"{source}: entry {entry.key}: m_tile block_k overrides are "
                                  f"for families {', '.join(SWAP_AB_FAMILIES)}, where the "
                                  f"invariance suite has proven them; family is {family}")
+            problems = warp_specialized_problems(tile, entry, family, promote_k)
+            if problems:
+                raise ValueError(f"{source}: entry {entry.key}: " + "; ".join(problems))
             if tile.swap_ab and family not in SWAP_AB_FAMILIES:
                 raise ValueError(f"{source}: entry {entry.key}: swap_ab is for families "
                                  f"{', '.join(SWAP_AB_FAMILIES)}; family is {family}")
@@ -164,7 +169,8 @@ def shipped_families() -> tuple[str, ...]:
 
 # MTile fields written only when set: a base table's entries pass through `entry_json`
 # unchanged when tune writes its table, so every field a shipped table may use is here.
-OPTIONAL_TILE_FIELDS = ("block_n", "block_k", "swap_ab", "use_pdl", "prefetch_k")
+OPTIONAL_TILE_FIELDS = ("block_n", "block_k", "swap_ab", "use_pdl", "prefetch_k",
+                        "warp_specialized")
 
 
 def m_tile_json(tile: MTile) -> dict:
@@ -216,4 +222,5 @@ def m_tile_text(tile: MTile) -> str:
             + (" tma" if tile.use_tma else "")
             + (" swap" if tile.swap_ab else "")
             + (" pdl" if tile.use_pdl else "")
-            + (f" pf{tile.prefetch_k}" if tile.prefetch_k else ""))
+            + (f" pf{tile.prefetch_k}" if tile.prefetch_k else "")
+            + (" pingpong" if tile.warp_specialized else ""))

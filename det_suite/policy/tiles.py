@@ -61,6 +61,12 @@ class LaunchConfig:
     # a GEMM follows, so the fetch may overlap them; the loads after the wait read the same
     # bytes, from L2 instead of DRAM. Moves memory traffic, never the arithmetic.
     prefetch_k: int = 0
+    # SM90 only: the warp-specialised persistent kernel (fp8_scaled_mm_pingpong.py, two math
+    # warpgroups out of phase behind a TMA producer); the same schedule as the TMA tile.
+    warp_specialized: bool = False
+    # Its persistent grid: at most this many programs (0: one per tile). The launcher sets
+    # the device's SM count; it moves work between programs, never the arithmetic.
+    max_programs: int = 0
 
     def k_chunk(self, k: int) -> int:
         """Elements of K per split chunk: whole BLOCK_K tiles, so no tile straddles chunks."""
@@ -103,6 +109,7 @@ class MTile:
     # second probe found them bit-identical); the lint and the invariance suite re-prove it.
     block_n: int | None = None
     prefetch_k: int = 0  # LaunchConfig.prefetch_k
+    warp_specialized: bool = False  # LaunchConfig.warp_specialized (policy.warp_specialized)
 
 
 @dataclass(frozen=True)
@@ -127,7 +134,7 @@ class TableEntry:
                     use_workspace=tile.use_workspace and self.split_k > 1,
                     use_tma=tile.use_tma, fused_fixup=tile.fused_fixup,
                     use_pdl=tile.use_pdl, swap_ab=tile.swap_ab, promote_k=self.promote_k,
-                    prefetch_k=tile.prefetch_k,
+                    prefetch_k=tile.prefetch_k, warp_specialized=tile.warp_specialized,
                 )
         raise AssertionError("validated tables end with an unbounded m_tile")
 

@@ -194,9 +194,10 @@ def warp_specialized_candidate(config: "LaunchConfig"):
     """`config` as a warp-specialised tile, if a table could ask for that; else None. A tile
     that already is one is compiled as selected."""
     from det_suite.policy.tiles import MTile
-    from det_suite.policy.warp_specialized import warp_specialized_problems
+    from det_suite.policy.warp_specialized import (gluon_release_supported,
+                                                   warp_specialized_problems)
 
-    if config.warp_specialized or config.promote_k is None:
+    if config.warp_specialized or config.promote_k is None or not gluon_release_supported():
         return None
     tile = MTile(max_m=None, block_m=config.block_m, num_warps=config.num_warps,
                  num_stages=config.num_stages, use_workspace=config.use_workspace,

@@ -13,6 +13,11 @@ docs/kernel-promotion.md, and unchanged since) are here so the launcher and the 
 from __future__ import annotations
 
 WARP_SPECIALIZED_FAMILIES = ("sm90",)
+# The Triton releases whose Gluon API the kernel is written against (Gluon is experimental:
+# its warp_specialize and layout signatures have changed between releases). The lint
+# compiles the kernel as a candidate only on these; a table that turns it on is compiled on
+# any release, where a changed API is then reported as a compile failure.
+GLUON_TRITON_RELEASES = ("3.6",)
 BLOCK_M = 128            # two math warpgroups of 64 wgmma rows
 BLOCK_NS = (64, 128)     # 256 would need 256 accumulator registers a thread (spills)
 # Kernel-wide warps of the default (first math) partition; the workers add 4 + 1 warps.
@@ -58,3 +63,10 @@ def warp_specialized_problems(tile, entry, family: str, promote_k: int | None) -
                         f"{shared_bytes(block_n, block_k, tile.num_stages)} bytes of shared "
                         f"memory; at most {SHARED_BYTES}")
     return problems
+
+
+def gluon_release_supported() -> bool:
+    """Whether the installed Triton is a release the kernel's Gluon code is written for."""
+    import triton
+
+    return ".".join(triton.__version__.split(".")[:2]) in GLUON_TRITON_RELEASES

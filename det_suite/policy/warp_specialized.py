@@ -13,6 +13,10 @@ docs/kernel-promotion.md, and unchanged since) are here so the launcher and the 
 from __future__ import annotations
 
 WARP_SPECIALIZED_FAMILIES = ("sm90",)
+# Whether the SM90 rule (policy.generic) serves its large-M tile (M > 256) warp-specialised
+# for shapes no entry names. Off until tools/gpu_kernel_round3.sh shows it wins there with
+# the same bits (issue 40: ship it only where it wins); named entries opt in per entry.
+RULE_LARGE_M_WARP_SPECIALIZED = False
 # The Triton releases whose Gluon API the kernel is written against (Gluon is experimental:
 # its warp_specialize and layout signatures have changed between releases). The lint
 # compiles the kernel as a candidate only on these; a table that turns it on is compiled on

@@ -72,6 +72,27 @@ def test_ring_fits_hopper_shared_memory_at_three_stages():
         parse_policy(raw, "candidate.json")
 
 
+@pytest.mark.parametrize("shape", [(4096, 14336), (2560, 9728), (1536, 7168), (4000, 80),
+                                   (28672, 4096)], ids=str)
+def test_rule_switch_serves_large_m_warp_specialized_with_one_schedule(monkeypatch, shape):
+    """Off as shipped; switched on, the rule's M > 256 tile runs the kernel on the schedule
+    every other M of the shape runs."""
+    from det_suite.policy import generic, shipped_policy
+    from det_suite.policy.schedule_identity import schedules_over_m
+
+    n, k = shape
+    assert not shipped_policy("sm90").on_device(132).select(4096, n, k).warp_specialized
+    monkeypatch.setattr(generic, "RULE_LARGE_M_WARP_SPECIALIZED", True)
+    generic.generic_entry.cache_clear()
+    try:
+        policy = shipped_policy("sm90").on_device(132)
+        ms = (1, 16, 32, 33, 256, 257, 4096)
+        assert [policy.select(m, n, k).warp_specialized for m in ms] == [False] * 5 + [True] * 2
+        assert len(schedules_over_m(policy, n, k, ms)) == 1
+    finally:
+        generic.generic_entry.cache_clear()
+
+
 # ---------------------------------------------------------------- the launch
 
 @pytest.mark.parametrize("max_programs,grid", [(0, 32 * 4), (132, 128), (1000, 128)])

@@ -144,10 +144,13 @@ def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
 
 def _warp_specialized_on(config: LaunchConfig, device: torch.device) -> LaunchConfig:
     """A warp-specialised tile on `device`: its persistent grid sized to the SM count; off
-    the GPU (the Triton interpreter cannot run Gluon) the TMA tile, the same schedule."""
+    an SM90 GPU (the Triton interpreter cannot run Gluon; another GPU serving the SM90
+    table under DET_SUITE_ARCH has no wgmma) the TMA tile, the same schedule."""
     if device.type != "cuda":
         return replace(config, warp_specialized=False)
     index = device.index if device.index is not None else torch.cuda.current_device()
+    if _capability_major(index) != 9:
+        return replace(config, warp_specialized=False)
     return replace(config, max_programs=_sm_count(index))
 
 

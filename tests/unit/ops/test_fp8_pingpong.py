@@ -143,6 +143,19 @@ def test_interpreter_runs_the_tma_tile_in_its_place(device):
     assert seen == ["fp8_scaled_mm_tma_kernel"]
 
 
+@pytest.mark.parametrize("major,expected", [(9, (True, 132)), (12, (False, 0)),
+                                            (10, (False, 0))], ids=["sm90", "sm120", "sm100"])
+def test_only_an_sm90_gpu_runs_it(monkeypatch, major, expected):
+    """Another GPU serving the SM90 table (DET_SUITE_ARCH) has no wgmma: it runs the TMA
+    tile, the same schedule. (CUDA's answers are faked: no GPU needed.)"""
+    import det_suite.ops.launch as launch
+
+    monkeypatch.setattr(launch, "_capability_major", lambda index: major)
+    monkeypatch.setattr(launch, "_sm_count", lambda index: 132)
+    config = launch._warp_specialized_on(ws_config(), torch.device("cuda", 0))
+    assert (config.warp_specialized, config.max_programs) == expected
+
+
 # ---------------------------------------------------------------- GPU (sm90): the bits
 
 GPU_MS = (1, 7, 64, 512, 2048)

@@ -21,6 +21,8 @@ from det_suite.policy.warp_specialized import MAXNREG, NUM_WARPS, shared_bytes
 
 PROMOTE_K = promotion_k("sm90")
 PINGPONG = "fp8_scaled_mm_pingpong_kernel"
+# A device name for tests that fake CUDA's answers (the launcher's queries are patched).
+FAKED_GPU = "cuda"
 
 
 def ws_config(**changes):
@@ -152,7 +154,7 @@ def test_only_an_sm90_gpu_runs_it(monkeypatch, major, expected):
 
     monkeypatch.setattr(launch, "_capability_major", lambda index: major)
     monkeypatch.setattr(launch, "_sm_count", lambda index: 132)
-    config = launch._warp_specialized_on(ws_config(), torch.device("cuda", 0))
+    config = launch._warp_specialized_on(ws_config(), torch.device(FAKED_GPU, 0))
     assert (config.warp_specialized, config.max_programs) == expected
 
 

@@ -13,7 +13,8 @@ Per cell (shape set, N x K, M) and arm: microseconds, ratio to torch, and bits:
   schedule; ``best_same_bits`` per cell is the faster of the two where the bits agree;
 - ``split_candidate``: for shapes whose split the candidate (`policy.decode_split`) would
   change, the rule's tiles at the candidate's split, at every M (a split is a property of
-  the shape), with decode cells also against the weight-bytes floor.
+  the shape), with decode cells also against the weight-bytes floor, and its error against
+  an fp64 product beside cuBLAS default's at M = 512 (its bits are not the current ones).
 
 Every arm's rows of an m-row call are compared with the same rows of the largest M's call
 (the invariance rule; counted). These inputs are random FP8, on which a regrouped sum often
@@ -140,6 +141,24 @@ class Bench:
                 for split in (1, 3)]
         self.result["bits"]["control_split_differs"] = not torch.equal(*outs)
 
+    def fp64_error(self, n: int, k: int, entry, m: int = 512) -> dict:
+        """The candidate split's error against an fp64 product, beside cuBLAS default's
+        (`bench gemm --fp64-error`'s probe): issue 40 bounds it at 1.10x cuBLAS's."""
+        from det_suite.bench.gemm.fp64_error import measure_fp64_error
+
+        def det(a, w_kn, a_scale, w_scale):
+            out = torch.empty(a.shape[0], n, dtype=torch.bfloat16, device=self.device)
+            return launch_fp8_gemm(a, w_kn, a_scale, w_scale, None, out, entry.select(m))
+
+        err = measure_fp64_error(
+            m, n, k, det=det,
+            reference=lambda a, w_kn, sa, sw: torch_scaled_mm(a, w_kn, sa, sw, None,
+                                                               torch.bfloat16),
+            generator=torch.Generator(device=self.device).manual_seed(1), device=self.device,
+            out_dtype=torch.bfloat16)
+        return {"m": m, "det": err.det, "reference": err.reference,
+                "ratio": err.det / err.reference if err.reference else None}
+
     def shape(self, set_name: str, n: int, k: int, ms) -> dict:
         gen = torch.Generator(device=self.device).manual_seed(n * 131 + k)
         m_max = max(ms)
@@ -152,6 +171,8 @@ class Bench:
         cand_entry = entry_with_split(n, k, self.sm_count, cand) if cand != served_split else None
         row = {"n": n, "k": k, "origin": origin, "split": served_split,
                "candidate_split": cand if cand_entry is not None else None, "cells": []}
+        if cand_entry is not None and time.time() < self.deadline:
+            row["split_candidate_fp64_error"] = self.fp64_error(n, k, cand_entry)
         full: dict[str, torch.Tensor] = {}
         for m in sorted(ms, reverse=True):
             if time.time() > self.deadline:

@@ -19,8 +19,8 @@ Per cell (shape set, N x K, M) and arm: microseconds, ratio to torch, and bits:
 Every arm's rows of an m-row call are compared with the same rows of the largest M's call
 (the invariance rule; counted). These inputs are random FP8, on which a regrouped sum often
 rounds alike, so the bits here are a screen; the proof is the sm90 tests' cancelling-pair
-inputs. The control (a 3-way split against the unsplit tile, on those inputs) must differ. Summary: geometric mean of
-arm/torch by M and overall, worst cell, per set and arm. If the Gluon kernel fails to
+inputs. The control (a 3-way split against the unsplit tile, on those inputs) must differ.
+Summary: geometric mean of arm/torch by M and overall, worst cell, per set and arm. If the Gluon kernel fails to
 compile, the error is recorded and the other arms still run. JSON is rewritten after every
 shape, so a run cut short keeps what it measured.
 """
@@ -77,7 +77,8 @@ def _config_text(c) -> str:
 
 class Bench:
     def __init__(self, out: Path, budget_s: float, quick: bool, rep_ms: float):
-        self.out, self.deadline, self.quick, self.rep_ms = out, time.time() + budget_s, quick, rep_ms
+        self.out, self.quick, self.rep_ms = out, quick, rep_ms
+        self.deadline = time.time() + budget_s
         self.device = torch.device("cuda")
         props = torch.cuda.get_device_properties(0)
         self.sm_count = props.multi_processor_count
@@ -277,7 +278,8 @@ def main(argv=None) -> int:
             bench.save()
     bench.summarise()
     bench.save()
-    print(json.dumps({"bits": bench.result["bits"], "pingpong_error": bench.result["pingpong_error"],
+    print(json.dumps({"bits": bench.result["bits"],
+                      "pingpong_error": bench.result["pingpong_error"],
                       "summary": bench.result["summary"]}, indent=1, default=str))
     return 0
 

@@ -170,3 +170,20 @@ def test_gpu_rule_served_suffix_rows_bit_exact(n, k, m, bit_exact):
     policy = prov.served_policy("sm90", "cuda")
     assert policy.entry_origin(n, k) == "rule"
     assert bit_exact(provider(x[-m:], *problem.args()), full[-m:])
+
+
+# ---------------------------------------------------------------- warp-specialised tiles
+
+def test_ws_spec_names_the_warp_specialized_provider():
+    provider = prov.provider_from_spec(f"{SPEC}:ws", "cpu")
+    assert provider.name == f"{SPEC}:ws" and provider.claims_invariance is False  # sm120 CPU
+
+
+@pytest.mark.usefixtures("interpreter_only")
+def test_ws_provider_gives_the_served_bits_on_the_interpreter(bit_exact):
+    """On the CPU its tiles run the TMA kernel (the interpreter has no Gluon), so it must
+    give the served table's bits exactly; on an SM90 GPU the invariance matrix compares
+    the kernel itself (`det-suite invariance --providers det_suite:sm90:ws`)."""
+    plain, ws = (prov.provider_from_spec(s, "cpu") for s in (SPEC, f"{SPEC}:ws"))
+    problem, x = stress_operands(96, 336, CPU_FULL_M, device="cpu", dtype="bf16", bias=True)
+    assert bit_exact(ws(x, *problem.args()), plain(x, *problem.args()))

@@ -30,8 +30,8 @@ def register(subparsers) -> None:
         "invariance", help="bit-exact batch-invariance comparisons across FP8 providers",
         description=DESCRIPTION, formatter_class=_formatter())
     p.add_argument("--providers", nargs="+", default=["auto"], metavar="P",
-                   help="det_suite[:FAMILY][:sN], control, reference_rowwise, bf16_linear, "
-                        "torch_scaled_mm, "
+                   help="det_suite[:FAMILY][:sN][:smsC][:ws], control, reference_rowwise, "
+                        "bf16_linear, torch_scaled_mm, "
                         "sglang_fp8_scaled_mm, flashinfer_bmm_fp8, sglang_apply_fp8_linear, "
                         "module:function, auto (default) or all")
     p.add_argument("--shapes", nargs="+", metavar="S",

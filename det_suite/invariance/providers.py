@@ -7,9 +7,14 @@ float32; bias: (N,) or None. y: x.dtype, shape (..., N).
 
 Provider names (what `--providers` accepts):
 
-- ``det_suite[:FAMILY][:sN]``  det-suite's kernel with FAMILY's shipped tile table (default:
-  this device's family) at N pipeline stages (default: the table's). Claims invariance
-  only on its own family; forced onto another family's table it is measured, not claimed.
+- ``det_suite[:FAMILY][:sN][:smsC][:ws]``  det-suite's kernel with FAMILY's shipped tile table
+  (default: this device's family) at N pipeline stages (default: the table's), served as
+  `ops.fp8_linear` serves it: shapes no entry names take the family's generic rule for
+  the device's SM count (C overrides it; on the CPU, where there is none, `smsC` is how the
+  interpreter runs the rule's tiles). ``:ws`` runs every tile the warp-specialised SM90
+  kernel could run as one (what a table would switch on; on the CPU, the TMA tile). Claims
+  invariance only on its own family; forced onto another family's table it is measured,
+  not claimed.
 - ``control``                  positive control: det-suite's kernel with BLOCK_K and split-K
   chosen by M. It must be reported non-invariant, or the comparison is blind.
 - ``bf16_linear``              F.linear on the dequantized weight (no FP8 GEMM).
@@ -91,14 +96,47 @@ def _kernel_unavailable(device: torch.device) -> str | None:
 
 # ---------------------------------------------------------------- det-suite's kernel
 
+def served_policy(family: str, device, sm_count: int | None = None):
+    """FAMILY's shipped table as `ops.fp8_linear` serves it on `device`: unnamed shapes take
+    the generic rule for `sm_count` SMs (default: the device's; none on the CPU)."""
+    from det_suite.ops.linear import device_policy
+
+    table = shipped_policy(family)
+    if sm_count is not None:
+        return table.on_device(sm_count)
+    return device_policy(torch.device(device), table)
+
+
+def _warp_specialized_linear(policy, num_stages):
+    """`ops.fp8_linear` with every tile the warp-specialised kernel could run turned into
+    one (`lint.variants.warp_specialized_candidate`): its tiles in the invariance matrix
+    before a table turns them on."""
+    from det_suite import ops
+    from det_suite.lint.variants import warp_specialized_candidate
+
+    def linear(x, weight_nk, weight_scale, input_scale, bias):
+        x2d, lead = _flatten(x)
+        m, n, k = x2d.shape[0], weight_nk.shape[0], x2d.shape[1]
+        config = policy.select(max(m, 1), n, k, num_stages=num_stages)
+        config = warp_specialized_candidate(config) or config
+        y = ops.fp8_scaled_mm(ops.quantize_fp8(x2d, input_scale), weight_nk, input_scale,
+                              weight_scale, bias, out_dtype=x.dtype, weight_layout="nk",
+                              config=config)
+        return y.reshape(*lead, n)
+    return linear
+
+
 def det_suite_provider(device, family: str | None = None,
-                       num_stages: int | None = None) -> Provider:
+                       num_stages: int | None = None, sm_count: int | None = None,
+                       warp_specialized: bool = False) -> Provider:
     from det_suite import ops
 
     device = torch.device(device)
     native = device_family(device)
     family = family or native
-    policy = shipped_policy(family)
+    if sm_count is not None and sm_count < 1:
+        raise ValueError(f"det_suite:{family}:sms{sm_count}: the SM count must be >= 1")
+    policy = served_policy(family, device, sm_count)
     if num_stages is not None and num_stages not in SUPPORTED_STAGES:
         raise ValueError(f"det_suite:{family}:s{num_stages}: stages must be one of "
                          f"{SUPPORTED_STAGES}")
@@ -107,14 +145,20 @@ def det_suite_provider(device, family: str | None = None,
         return ops.fp8_linear(x, weight_nk, weight_scale, input_scale, bias,
                               weight_layout="nk", num_stages=num_stages, policy=policy)
 
-    name = f"{DET_SUITE}:{family}" + (f":s{num_stages}" if num_stages else "")
+    if warp_specialized:
+        fp8_linear = _warp_specialized_linear(policy, num_stages)
+    sms = f":sms{sm_count}" if sm_count is not None else ""
+    sms += ":ws" if warp_specialized else ""
+    name = f"{DET_SUITE}:{family}" + (f":s{num_stages}" if num_stages else "") + sms
     stages = f"{num_stages} stages" if num_stages else "the table's stages"
+    served = (f", unnamed shapes on the rule for {policy.sm_count} SMs" if policy.sm_count
+              else "")
     own = family == native
     return Provider(
         name=name, fn=fp8_linear, family=family, num_stages=num_stages,
-        description=(f"det-suite fp8_linear, {family} tile table, {stages}"
+        description=(f"det-suite fp8_linear, {family} tile table, {stages}{served}"
                      + ("" if own else f" (foreign to this device's {native}: measured)")),
-        claims_invariance=own, ab_group=f"{DET_SUITE}:{family}",
+        claims_invariance=own, ab_group=f"{DET_SUITE}:{family}{sms}",
         unavailable=_kernel_unavailable(device))
 
 
@@ -293,7 +337,7 @@ def native_family(device) -> str:
 
 def _det_suite_from_spec(spec: str, device) -> Provider:
     parts = spec.split(":")[1:]
-    family, stages = None, None
+    family, stages, sm_count, warp_specialized = None, None, None, False
     for part in parts:
         if part in KNOWN_FAMILIES or part == "default":
             if family is not None:
@@ -301,10 +345,15 @@ def _det_suite_from_spec(spec: str, device) -> Provider:
             family = part
         elif part[:1] == "s" and part[1:].isdigit():
             stages = int(part[1:])
+        elif part[:3] == "sms" and part[3:].isdigit():
+            sm_count = int(part[3:])
+        elif part == "ws":
+            warp_specialized = True
         else:
             raise ValueError(f"{spec!r}: {part!r} is neither a tile family "
-                             f"({', '.join(shipped_families())}) nor a stage count sN")
-    return det_suite_provider(device, family, stages)
+                             f"({', '.join(shipped_families())}), a stage count sN, an "
+                             "SM count smsC nor ws")
+    return det_suite_provider(device, family, stages, sm_count, warp_specialized)
 
 
 NAMED = (CONTROL, REFERENCE, BF16_LINEAR, SGLANG_APPLY) + tuple(vendors.VENDOR_GEMMS)
@@ -325,7 +374,8 @@ def provider_from_spec(spec: str, device) -> Provider:
         return vendor_provider(spec, device)
     if ":" in spec:
         return custom_provider(spec)
-    raise ValueError(f"unknown provider {spec!r}; expected det_suite[:FAMILY][:sN], "
+    raise ValueError(f"unknown provider {spec!r}; expected "
+                     f"det_suite[:FAMILY][:sN][:smsC][:ws], "
                      f"{', '.join(NAMED)}, module:function, auto or all")
 
 

@@ -28,6 +28,9 @@ class KernelEntry:
 KERNELS: dict[str, KernelEntry] = {entry.name: entry for entry in (
     KernelEntry("fp8_scaled_mm_kernel", "det_suite.kernels.fp8_scaled_mm", "e4m3"),
     KernelEntry("fp8_scaled_mm_tma_kernel", "det_suite.kernels.fp8_scaled_mm_tma", "e4m3"),
+    # Gluon (SM90 only): a `warp_specialized` tile's kernel, the TMA tile's schedule.
+    KernelEntry("fp8_scaled_mm_pingpong_kernel", "det_suite.kernels.fp8_scaled_mm_pingpong",
+                "e4m3"),
     KernelEntry("fp8_splitk_reduce_kernel", "det_suite.kernels.fp8_splitk_reduce", None,
                 "no MMA (ordered fp32 sum)"),
     KernelEntry("fp8_quantize_kernel", "det_suite.kernels.fp8_quantize", None,

@@ -21,6 +21,7 @@ from det_suite.kernels import registry
 from det_suite.lint.jobs import call_job, specialize
 from det_suite.lint.ptx_grid_dependency import WAIT, GridDependencyOrder
 from det_suite.lint.ptx_instructions import MmaInstruction, summarize
+from det_suite.lint.ptx_promotion import promotion_problem
 from det_suite.lint.results import (EntryResult, FixedKernelResult, TableResult,
                                     VariantResult)
 from det_suite.lint.targets import OWN_ROLES, ROLE_PRIMARY, arch_label
@@ -173,12 +174,17 @@ def lint_entry(where: str, entry: "TableEntry", capability: int, override_stages
     variants: list[VariantResult] = []
     unordered_pdl: list[str] = []
     unprefetched: list[str] = []  # tiles with prefetch_k whose PTX fetches nothing before the wait
+    misplaced_promotion: list[str] = []  # warp-specialised listings off the declared interval
     for index, m_range, source, launch, call, bound in entry_calls(entry, override_stages):
         outcome = outcomes[call_job(call, bound, capability).key]
         variant, order = _variant(index, m_range, source, launch, call, outcome)
         variants.append(variant)
         if order is not None and not order.waits_first:
             unordered_pdl.append(f"{variant.label}: {order.describe()}")
+        if launch.case.config.warp_specialized and variant.status == "ok":
+            problem = promotion_problem(outcome.promotion_groups, launch.case.config.promote_k)
+            if problem:
+                misplaced_promotion.append(f"{variant.label}: {problem}")
         if variant.prefetch_k and variant.status == "ok" \
                 and not (order and order.l2_prefetches_before_wait):
             unprefetched.append(variant.label)
@@ -206,6 +212,9 @@ def lint_entry(where: str, entry: "TableEntry", capability: int, override_stages
     if unprefetched:
         problems.append(f"{_some(unprefetched)}: the tile sets prefetch_k but its PTX issues no "
                         "prefetch.global.L2 before griddepcontrol.wait")
+    if misplaced_promotion:
+        problems.append(f"{_some(misplaced_promotion)} (a warp-specialised tile promotes "
+                        "by hand, at the family's interval)")
     unexpected = [v for v in others if v.status == "unexpected-mma"]
     if unexpected:
         problems.append(f"{_some([v.label for v in unexpected])}: expected "

@@ -33,6 +33,11 @@ What is compiled, per table entry and target (one "variant" = one PTX listing):
   the tile M = 1 selects: a decode call makes Triton specialise M to the constant 1, a
   separate kernel.
 
+- for an SM90 tile the warp-specialised kernel could run (`warp_specialized_candidate`:
+  128 rows, TMA, no workspace, BLOCK_K the promotion interval) that does not set
+  `warp_specialized`, that kernel too (launch "warp-specialized check", the table's
+  stages): its MMA must be the entry's before a table turns it on.
+
 Also compiled, per target, once: every kernel of `det_suite.kernels.registry` that must
 hold no MMA (`FIXED_KERNELS`: the split-K reduce, the quantization), at a representative
 launch, since a table need not select it.
@@ -62,6 +67,8 @@ MISALIGNED_K_OFFSET = 8
 LAUNCH_SELECTED = "selected"              # what the op launches for this tile
 LAUNCH_POINTER_FALLBACK = "pointer fallback"  # use_tma tile, operands not TMA-compatible
 LAUNCH_SINGLE_PASS = "single-pass check"  # workspace tile compiled without the workspace
+# A tile the warp-specialised kernel could run, compiled that way (`warp_specialized_candidate`).
+WARP_SPECIALIZED_CHECK = "warp-specialized check"
 
 
 @dataclass(frozen=True)
@@ -166,6 +173,12 @@ def entry_cases(entry: "TableEntry", override_stages: Iterable[int]):
             for k in ks:
                 for m in ms:
                     yield index, range_text(low, high), source, GemmCase(staged, m, n, k)
+        # A tile the warp-specialised kernel could run (policy.warp_specialized): compiled
+        # that way too, so its MMA is proven the entry's before a table turns it on.
+        pingpong = warp_specialized_candidate(config)
+        if pingpong is not None:
+            for k in ks:
+                yield index, range_text(low, high), "table", GemmCase(pingpong, ms[-1], n, k)
 
 
 def entry_calls(entry: "TableEntry", override_stages: tuple[int, ...]):
@@ -174,10 +187,36 @@ def entry_calls(entry: "TableEntry", override_stages: tuple[int, ...]):
     # The default entry reaches a use_tma tile's pointer kernel through its K % 16 != 0
     # case; an (N, K) entry through operands TMA cannot take.
     fallback = entry.k is not None
-    return tuple((index, m_range, source, launch, call, bound)
-                 for index, m_range, source, case in entry_cases(entry, override_stages)
-                 for launch in gemm_launches(case, pointer_fallback=fallback)
-                 for call, bound in launch.calls)
+    tiles = entry.variants()
+    out = []
+    for index, m_range, source, case in entry_cases(entry, override_stages):
+        # A warp-specialised compile of a tile that is not one: a check, not a launch the
+        # table makes (its pointer fallback is the tile's own, compiled already).
+        check = case.config.warp_specialized and not tiles[index].warp_specialized
+        for launch in gemm_launches(case, pointer_fallback=fallback and not check):
+            if check:
+                launch = replace(launch, launch=WARP_SPECIALIZED_CHECK)
+            out += [(index, m_range, source, launch, call, bound) for call, bound in launch.calls]
+    return tuple(out)
+
+
+def warp_specialized_candidate(config: "LaunchConfig"):
+    """`config` as a warp-specialised tile, if a table could ask for that; else None. A tile
+    that already is one is compiled as selected."""
+    from det_suite.policy.tiles import MTile
+    from det_suite.policy.warp_specialized import (gluon_release_supported,
+                                                   warp_specialized_problems)
+
+    if config.warp_specialized or config.promote_k is None or not gluon_release_supported():
+        return None
+    tile = MTile(max_m=None, block_m=config.block_m, num_warps=config.num_warps,
+                 num_stages=config.num_stages, use_workspace=config.use_workspace,
+                 use_tma=config.use_tma, use_pdl=config.use_pdl, swap_ab=config.swap_ab,
+                 block_n=config.block_n, block_k=config.block_k,
+                 prefetch_k=config.prefetch_k, warp_specialized=True)
+    if warp_specialized_problems(tile, tile, "sm90", config.promote_k):
+        return None
+    return replace(config, warp_specialized=True)
 
 
 # ------------------------------------------------------------------- fixed kernels

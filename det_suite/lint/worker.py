@@ -29,6 +29,7 @@ from pathlib import Path
 from det_suite.lint.jobs import CompileJob
 from det_suite.lint.ptx_grid_dependency import grid_dependency_order
 from det_suite.lint.ptx_instructions import MmaInstruction, parse_mma_instructions
+from det_suite.lint.ptx_promotion import promotion_groups
 
 # A compile error with this text means the target lacks the operand type altogether
 # (e.g. fp8e4nv before sm_89): the kernel cannot run there, so there is nothing to lint.
@@ -48,6 +49,7 @@ class CompileOutcome:
     ptx_sha256: str | None = None
     ptx_path: str | None = None
     grid_dependency: dict | None = None  # ptx_grid_dependency.GridDependencyOrder, as data
+    promotion_groups: list[int] | None = None  # ptx_promotion.promotion_groups
 
     @property
     def unsupported(self) -> bool:
@@ -88,7 +90,8 @@ def _outcome(result: dict) -> CompileOutcome:
                       for rec in result["instructions"]],
         error=result.get("error"), seconds=result.get("seconds", 0.0),
         ptx_sha256=result.get("ptx_sha256"), ptx_path=result.get("ptx_path"),
-        grid_dependency=result.get("grid_dependency"))
+        grid_dependency=result.get("grid_dependency"),
+        promotion_groups=result.get("promotion_groups"))
 
 
 def compile_all(jobs: list[CompileJob], workers: int, ptx_dir: str | None) -> tuple[int, int]:
@@ -175,7 +178,10 @@ def compile_one(job: dict, ptx_dir: str | None) -> dict:
                 f"{job['positional']}, but its parameters are {runtime}")
         signature = {name: given[name] for name in names}
         attrs = {(names.index(name),): [["tt.divisibility", 16]] for name in job["divisible"]}
-        src = ASTSource(fn=fn, signature=signature, constexprs=job["constexprs"], attrs=attrs)
+        source = ASTSource
+        if type(fn).__name__ == "GluonJITFunction":  # the warp-specialised kernel (Gluon)
+            from triton.experimental.gluon._runtime import GluonASTSource as source
+        src = source(fn=fn, signature=signature, constexprs=job["constexprs"], attrs=attrs)
         compiled = triton.compile(src, target=GPUTarget("cuda", job["capability"], 32),
                                   options=job["options"])
         ptx = compiled.asm["ptx"]
@@ -191,7 +197,8 @@ def compile_one(job: dict, ptx_dir: str | None) -> dict:
     return dict(ok=True, instructions=[i.to_dict() for i in parse_mma_instructions(ptx)],
                 error=None, seconds=round(time.perf_counter() - started, 3),
                 ptx_sha256=digest, ptx_path=ptx_path,
-                grid_dependency=grid_dependency_order(ptx).to_dict())
+                grid_dependency=grid_dependency_order(ptx).to_dict(),
+                promotion_groups=promotion_groups(ptx))
 
 
 def stop_at_ptx() -> bool:

@@ -127,6 +127,8 @@ def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
         # The interpreter runs programs one after another and has no grid-dependency or
         # prefetch instructions; both only move GPU work in time, so they are dropped there.
         config = replace(config, use_pdl=False, prefetch_k=0)
+    if config.warp_specialized:
+        config = _warp_specialized_on(config, a.device)
     spec = gemm_launch_spec(config, m, n, k, has_bias=bias is not None,
                             use_tma=selects_tma(config, a, b_kn), segment_ends=segment_ends)
     tensors = dict(a=a, b_kn=b_kn, b_nk=b_kn.t(), out=out, bias=bias, a_scale=a_scale,
@@ -138,3 +140,20 @@ def launch_fp8_gemm(a: torch.Tensor, b_kn: torch.Tensor, a_scale: torch.Tensor,
         tensors["counters"] = split_k_counters(a.device, spec.counter_tiles)
     _launch(spec.calls, tensors, launcher)
     return out
+
+
+def _warp_specialized_on(config: LaunchConfig, device: torch.device) -> LaunchConfig:
+    """A warp-specialised tile on `device`: its persistent grid sized to the SM count; off
+    an SM90 GPU (the Triton interpreter cannot run Gluon; another GPU serving the SM90
+    table under DET_SUITE_ARCH has no wgmma) the TMA tile, the same schedule."""
+    if device.type != "cuda":
+        return replace(config, warp_specialized=False)
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    if _capability_major(index) != 9:
+        return replace(config, warp_specialized=False)
+    return replace(config, max_programs=_sm_count(index))
+
+
+@lru_cache(maxsize=None)
+def _sm_count(index: int) -> int:
+    return torch.cuda.get_device_properties(index).multi_processor_count

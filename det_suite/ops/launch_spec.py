@@ -70,6 +70,9 @@ class LaunchArg:
         if self.kind == "desc":
             return TensorDescriptor(tensor, list(tensor.shape), [tensor.stride(0), 1],
                                     list(self.block_shape))
+        if self.kind == "gluon_desc":  # the warp-specialised kernel's (pingpong_launch_spec)
+            from det_suite.ops.pingpong_launch_spec import gluon_descriptor
+            return gluon_descriptor(tensor, self.block_shape)
         raise AssertionError(f"unknown launch argument kind {self.kind!r}")
 
 
@@ -182,6 +185,11 @@ def _build_gemm_launch_spec(config: LaunchConfig, m: int, n: int, k: int, has_bi
     options = (("num_warps", config.num_warps), ("num_stages", config.num_stages),
                ("launch_pdl", config.use_pdl), *GEMM_KERNEL_OPTIONS.items())
     grid = (tiles, config.split_k if workspace else 1)
+    if config.warp_specialized:
+        from det_suite.ops import pingpong_launch_spec as pingpong
+        if pingpong.applies(config, use_tma, workspace, segments[1]):
+            return GemmLaunchSpec(calls=(pingpong.pingpong_call(config, m, n, k, has_bias),),
+                                  workspace_shape=None, counter_tiles=0)
     if use_tma:
         gemm = KernelCall(
             "fp8_scaled_mm_tma_kernel", grid,

@@ -31,6 +31,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from det_suite.policy.tiles import TableEntry, promotion_k
+from det_suite.policy.warp_specialized import RULE_LARGE_M_WARP_SPECIALIZED
 
 DECODE_BLOCK_N = 64
 MIN_SPLIT_K = 8192        # K below this: one chunk
@@ -70,10 +71,13 @@ def _sm90_tiles(n: int, k: int, split: int) -> list[dict]:
         mid = dict(block_m=128, block_n=128, num_warps=8, num_stages=3)
     else:
         mid = dict(block_m=64, block_n=128, num_warps=4, num_stages=4)
+    large = dict(max_m=None, block_m=128, block_n=128, num_warps=8, num_stages=3, use_tma=True)
+    if RULE_LARGE_M_WARP_SPECIALIZED:  # the same schedule on two warpgroups out of phase
+        large["warp_specialized"] = True
     return [decode,
             dict(max_m=32, block_m=32, **swap),
             dict(max_m=256, use_tma=True, **mid, **ws),
-            dict(max_m=None, block_m=128, block_n=128, num_warps=8, num_stages=3, use_tma=True)]
+            large]
 
 
 @lru_cache(maxsize=1024)

@@ -14,6 +14,7 @@ from functools import lru_cache
 from importlib import resources
 
 from det_suite.platform.family import DEFAULT_FAMILY, KNOWN_FAMILIES, validate_family
+from det_suite.policy.warp_specialized import warp_specialized_problems
 from det_suite.policy.tiles import (L2_LINE_ELEMENTS, SUPPORTED_STAGES, SWAP_FALLBACK_BLOCK_M,
                                     LaunchConfig, MTile, TableEntry, TilePolicy, promotion_k)
 
@@ -81,8 +82,8 @@ def parse_entry(raw: dict, where: str, n: int | None, k: int | None) -> TableEnt
             if not _power_of_two(t.block_k) or t.block_k < 32:
                 problems.append(f"m_tile block_k {t.block_k} must be a power of two >= 32")
             elif k is None or k % t.block_k or k % entry.block_k \
-                    or base.reduction_schedule(k) != replace(base, block_k=t.block_k) \
-                    .reduction_schedule(k):
+                    or base.k_partition(k) != replace(base, block_k=t.block_k) \
+                    .k_partition(k):
                 problems.append(f"m_tile block_k {t.block_k} needs an (N, K) entry whose K "
                                 f"is a multiple of both BLOCK_Ks and splits into the same "
                                 f"{entry.split_k} chunk(s)")
@@ -139,6 +140,9 @@ def parse_policy(raw: dict, source: str) -> TilePolicy:
                 raise ValueError(f"{source}: entry {entry.key}: m_tile block_k overrides are "
                                  f"for families {', '.join(SWAP_AB_FAMILIES)}, where the "
                                  f"invariance suite has proven them; family is {family}")
+            problems = warp_specialized_problems(tile, entry, family, promote_k)
+            if problems:
+                raise ValueError(f"{source}: entry {entry.key}: " + "; ".join(problems))
             if tile.swap_ab and family not in SWAP_AB_FAMILIES:
                 raise ValueError(f"{source}: entry {entry.key}: swap_ab is for families "
                                  f"{', '.join(SWAP_AB_FAMILIES)}; family is {family}")
@@ -216,4 +220,5 @@ def m_tile_text(tile: MTile) -> str:
             + (" tma" if tile.use_tma else "")
             + (" swap" if tile.swap_ab else "")
             + (" pdl" if tile.use_pdl else "")
-            + (f" pf{tile.prefetch_k}" if tile.prefetch_k else ""))
+            + (f" pf{tile.prefetch_k}" if tile.prefetch_k else "")
+            + (" pingpong" if tile.warp_specialized else ""))

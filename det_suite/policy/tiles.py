@@ -59,6 +59,9 @@ class TileParams:
     # a GEMM follows, so the fetch may overlap them; the loads after the wait read the same
     # bytes, from L2 instead of DRAM. Moves memory traffic, never the arithmetic.
     prefetch_k: int = 0
+    # SM90 only: the warp-specialised persistent kernel (fp8_scaled_mm_pingpong.py, two math
+    # warpgroups out of phase behind a TMA producer); the same schedule as the TMA tile.
+    warp_specialized: bool = False
 
 
 TILE_PARAMS: tuple[str, ...] = tuple(f.name for f in fields(TileParams))
@@ -75,17 +78,26 @@ class LaunchConfig(TileParams):
     group_m: int
     # FP32 promotion interval along K (FAMILY_PROMOTE_K); None: the MMA accumulates unpromoted.
     promote_k: int | None = None
+    # A warp-specialised tile's persistent grid: at most this many programs (0: one per tile). The
+    # launcher sets the device's SM count; it moves work between programs, never the arithmetic.
+    max_programs: int = 0
 
     def k_chunk(self, k: int) -> int:
         """Elements of K per split chunk: whole BLOCK_K tiles, so no tile straddles chunks."""
         tiles = -(-k // self.block_k)
         return -(-tiles // self.split_k) * self.block_k
 
-    def reduction_schedule(self, k: int) -> tuple[int, int, int]:
-        """What fixes the arithmetic for a K (with the MMA family): the chunk length, the
-        number of chunks, and the K the MMA steps run to (K padded to whole BLOCK_K tiles;
-        a padded step adds zero products, which the accumulator may still round)."""
+    def k_partition(self, k: int) -> tuple[int, int, int]:
+        """How K is cut: the chunk length, the number of chunks, and the K the MMA steps
+        run to (K padded to whole BLOCK_K tiles; a padded step adds zero products, which
+        the accumulator may still round). Part of `reduction_schedule`, not all of it."""
         return (self.k_chunk(k), self.split_k, -(-k // self.block_k) * self.block_k)
+
+    def reduction_schedule(self, k: int) -> "ReductionSchedule":
+        """Every launch field that changes the arithmetic for a K (policy.schedule_identity):
+        two configs with equal schedules must give the same bits; M must never change it."""
+        from det_suite.policy.schedule_identity import reduction_schedule
+        return reduction_schedule(self, k)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -186,7 +186,17 @@ def test_tile_block_k_override_keeps_the_schedule():
     policy = parse_policy(_entry_with_tile_block_k(512), "candidate.json")
     small, large = policy.select(1, 4096, 4096), policy.select(4096, 4096, 4096)
     assert (small.block_k, large.block_k) == (512, 256)
-    assert small.reduction_schedule(4096) == large.reduction_schedule(4096)
+    assert small.k_partition(4096) == large.k_partition(4096)
+
+
+def test_schedule_identity_counts_a_tile_block_k_override():
+    """The override keeps the K partition, but each tl.dot is one group of the sum, so the
+    schedule identity (what the one-schedule-for-every-M checks compare) tells them apart."""
+    policy = parse_policy(_entry_with_tile_block_k(512), "candidate.json")
+    small, large = policy.select(1, 4096, 4096), policy.select(4096, 4096, 4096)
+    assert small.reduction_schedule(4096) != large.reduction_schedule(4096)
+    assert small.reduction_schedule(4096)._replace(block_k=256) == \
+        large.reduction_schedule(4096)
 
 
 @pytest.mark.parametrize("block_k,k,split_k", [(512, 4352, 1), (512, 4608, 2), (384, 4096, 2)],

@@ -26,7 +26,7 @@ def _sm90_table(**first_tile):
 def test_m_tile_and_launch_config_both_take_every_tile_param():
     assert {f.name for f in fields(MTile)} - TILE_PARAMS == {"max_m", "block_n", "block_k"}
     assert {f.name for f in fields(LaunchConfig)} - TILE_PARAMS \
-        == {"block_n", "block_k", "split_k", "group_m", "promote_k"}
+        == {"block_n", "block_k", "split_k", "group_m", "promote_k", "max_programs"}
     assert set(M_TILE_KEYS) == {f.name for f in fields(MTile)}
 
 
@@ -35,12 +35,21 @@ def test_a_selected_launch_config_carries_every_param_of_its_tile():
     tile, config = entry.m_tiles[0], entry.select(1)
     differing = [name for name in TILE_PARAMS if getattr(config, name) != getattr(tile, name)]
     assert differing == []
-    # Every default but fused_fixup and use_workspace is overridden here, so a parameter
+    # Every default but fused_fixup, use_workspace and warp_specialized (which excludes
+    # swap_ab and PDL; its own tile is checked below) is overridden here, so a parameter
     # the selection dropped would show above.
     assert {name for name in TILE_PARAMS
             if getattr(tile, name) == next(f.default for f in fields(TileParams)
                                            if f.name == name)} == {"use_workspace",
-                                                                    "fused_fixup"}
+                                                                    "fused_fixup",
+                                                                    "warp_specialized"}
+
+
+def test_a_warp_specialized_tile_reaches_its_launch_config():
+    table = _sm90_table(block_m=128, num_warps=4, num_stages=3, swap_ab=False, use_pdl=False,
+                        prefetch_k=0, block_n=128, warp_specialized=True)
+    tile_config = parse_policy(table, "t.json").default.select(1)
+    assert tile_config.warp_specialized and tile_config.max_programs == 0
 
 
 def test_workspace_is_selected_only_where_the_entry_splits_k():

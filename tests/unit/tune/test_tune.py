@@ -325,7 +325,10 @@ def test_precompile_compiles_every_gemm_kernel_and_launches_none(monkeypatch):
                replace(base, block_n=64, use_tma=True, swap_ab=True)]
     launches = [GemmLaunch(operands.a, operands.weight.t(), one, one, out, c) for c in configs]
     assert precompile_launches(launches, workers=2, log=pytest.fail)
-    assert {name for name, _, _ in seen} == set(registry.GEMM_KERNELS), seen
+    # The warp-specialised (Gluon) kernel runs on a CUDA device only; on these CPU operands
+    # its tiles launch the TMA kernel (ops.launch), so it is not among the CPU's compiles.
+    assert {name for name, _, _ in seen} == \
+        set(registry.GEMM_KERNELS) - {"fp8_scaled_mm_pingpong_kernel"}, seen
     assert ("fp8_scaled_mm_tma_kernel", (1, 2), 4) in seen
 
 

@@ -8,6 +8,9 @@ stock: the control arm, what an engine uses without batch invariance: static FP8
 quantization then `torch._scaled_mm` (cuBLASLt) on CUDA, torch ops for the norms and the
 lm_head, SDPA over the K/V gathered from the cache, `torch.log_softmax`. Same cache, same
 scheduler: only the kernels differ.
+
+m-dependent: the model-level positive control, det's op set with FP8 linears whose schedule
+follows M (`engine.m_dependent`); a cache-hit check must flag it.
 """
 
 from __future__ import annotations
@@ -21,7 +24,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 
-MODES = ("det", "stock")
+MODES = ("det", "stock", "m-dependent")
 
 
 @dataclass(frozen=True)
@@ -205,4 +208,7 @@ def opset_for(mode: str) -> OpSet:
         return det_opset()
     if mode == "stock":
         return stock_opset()
+    if mode == "m-dependent":
+        from det_suite.engine.m_dependent import m_dependent_opset
+        return m_dependent_opset()
     raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")

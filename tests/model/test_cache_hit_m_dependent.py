@@ -25,7 +25,10 @@ def control_run():
 def test_the_m_dependent_arm_is_flagged_with_every_hit_proven(control_run):
     rows = control_run.rows(M_DEPENDENT)
     assert [c.phase for c in rows] == ["hit", "warm"]
-    assert all(c.cached_tokens > 0 and c.hit_proven for c in rows)
+    # The hit reuses the prefix's whole pages before the first scored position (12 - 1 tokens
+    # -> 2 pages of 4), and compares every suffix prompt logprob and every generated one.
+    assert all(c.cached_tokens == 8 and c.hit_proven for c in rows)
+    assert all(c.values == SETTINGS["suffix"] + SETTINGS["max_new_tokens"] for c in rows)
     differing = control_run.control_differences()
     assert differing and all(c.max_abs_delta > 0 for c in differing)
     assert control_run.control_flagged is True and control_run.exit_code == 0

@@ -72,3 +72,12 @@ def test_the_control_runs_by_default_on_the_embedded_engine_only():
     assert M_DEPENDENT not in CacheHitSettings(backend="sglang", progress=None).modes
     with pytest.raises(ValueError, match="embedded engine only"):
         CacheHitSettings(backend="sglang", modes=("det", M_DEPENDENT), progress=None)
+
+
+def test_the_reproducibility_report_reads_the_exit_code_not_det_mode_alone():
+    from det_suite.reports.repro.kinds import summarize
+
+    payload = {"det_exact": True, "exit_code": 1, "settings": {"modes": list(MODES)},
+               "verdict": [f"positive control ({M_DEPENDENT}): NOT flagged"]}
+    assert summarize("cache-hit", payload)["status"] == "fail"
+    assert summarize("cache-hit", {**payload, "exit_code": 0})["status"] == "pass"

@@ -11,6 +11,9 @@ scheduler: only the kernels differ.
 
 m-dependent: the model-level positive control, det's op set with FP8 linears whose schedule
 follows M (`engine.m_dependent`); a cache-hit check must flag it.
+
+fast-stock: the best non-batch-invariant path this engine runs (`engine.fast_stock`):
+`bench e2e`'s control, so that its ratio prices determinism.
 """
 
 from __future__ import annotations
@@ -24,7 +27,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 
-MODES = ("det", "stock", "m-dependent")
+MODES = ("det", "stock", "m-dependent", "fast-stock")
 
 
 @dataclass(frozen=True)
@@ -211,4 +214,7 @@ def opset_for(mode: str) -> OpSet:
     if mode == "m-dependent":
         from det_suite.engine.m_dependent import m_dependent_opset
         return m_dependent_opset()
+    if mode == "fast-stock":
+        from det_suite.engine.fast_stock import fast_stock_opset
+        return fast_stock_opset()
     raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")

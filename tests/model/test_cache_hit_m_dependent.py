@@ -14,12 +14,12 @@ pytestmark = pytest.mark.model
 # One case (prefix 12, batch 1): cold prefill runs M = 17 rows (3 K chunks), the hit its
 # 9-row suffix (2 chunks), so the rounding of every FP8 linear's sum differs.
 SETTINGS = dict(PRESETS["small"], batches=(1,), modes=(M_DEPENDENT,),
-                variants=(EngineVariant(),), device="cpu", progress=print)
+                variants=(EngineVariant(),), progress=print)
 
 
 @pytest.fixture(scope="module")
-def control_run():
-    return run_cache_hit(CacheHitSettings(**SETTINGS))
+def control_run(kernel_device):
+    return run_cache_hit(CacheHitSettings(**SETTINGS, device=kernel_device))
 
 
 def test_the_m_dependent_arm_is_flagged_with_every_hit_proven(control_run):
@@ -37,11 +37,11 @@ def test_the_m_dependent_arm_is_flagged_with_every_hit_proven(control_run):
     assert f"{len(differing)} of 2 hit comparisons differ" in line
 
 
-def test_the_arm_made_m_invariant_fails_the_check(monkeypatch):
+def test_the_arm_made_m_invariant_fails_the_check(monkeypatch, kernel_device):
     import det_suite.engine.m_dependent as control
 
     monkeypatch.setattr(control, "k_chunks", lambda m, k: 2)
-    result = run_cache_hit(CacheHitSettings(**SETTINGS))
+    result = run_cache_hit(CacheHitSettings(**SETTINGS, device=kernel_device))
     assert all(c.exact for c in result.rows(M_DEPENDENT))
     assert result.control_flagged is False and result.exit_code == 1
     assert any(NOT_SHOWN in line for line in verdict_lines(result))

@@ -32,10 +32,10 @@ def _generate(ckpt, mode, device, requests, **options):
     return first, again
 
 
-def test_fast_stock_computes_what_the_stock_control_computes(tiny):
+def test_fast_stock_computes_what_the_stock_control_computes(tiny, kernel_device):
     requests = _prompts(tiny.config.vocab_size)
-    fast, fast_hit = _generate(tiny, "fast-stock", "cpu", requests)
-    stock, _ = _generate(tiny, "stock", "cpu", requests)
+    fast, fast_hit = _generate(tiny, "fast-stock", kernel_device, requests)
+    stock, _ = _generate(tiny, "stock", kernel_device, requests)
     assert all(c.cached_tokens > 0 for c in fast_hit)
     for a, b in zip(stock, fast):
         assert a.output_ids == b.output_ids

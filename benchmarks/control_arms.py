@@ -71,18 +71,25 @@ def main(argv=None) -> int:
     sync = (lambda: torch.cuda.synchronize(device)) if cuda else (lambda: None)
     samples = {a: [] for a in arms}
     order = arms + arms[::-1]
-    warmed = set()
-    for arm in order:
-        plan = {"prefixes": list(args.prefixes), "batches": list(args.batches),
-                "output_tokens": args.output_tokens, "seed": 0,
-                "warmup": 0 if arm in warmed else 1, "samples": args.samples}
-        warmed.add(arm)
-        t0 = time.perf_counter()
-        samples[arm] += run_boot(backends[arm], plan, vocab=checkpoint.config.vocab_size,
-                                 gate=gate, sync=sync)
-        print(f"control_arms: round {arm} {time.perf_counter() - t0:.1f} s", flush=True)
+    warmed, complete = set(), True
+    try:        # Ctrl-C / timeout's SIGINT: keep the finished rounds and report them
+        for arm in order:
+            plan = {"prefixes": list(args.prefixes), "batches": list(args.batches),
+                    "output_tokens": args.output_tokens, "seed": 0,
+                    "warmup": 0 if arm in warmed else 1, "samples": args.samples}
+            warmed.add(arm)
+            t0 = time.perf_counter()
+            samples[arm] += run_boot(backends[arm], plan, vocab=checkpoint.config.vocab_size,
+                                     gate=gate, sync=sync)
+            print(f"control_arms: round {arm} {time.perf_counter() - t0:.1f} s", flush=True)
+    except KeyboardInterrupt:
+        complete = False
+        print("control_arms: interrupted; reporting the finished rounds", flush=True)
     for backend in backends.values():
         backend.close()
+    arms = [a for a in arms if any(not s["warmup"] for s in samples[a])]
+    if not arms:
+        return 1
 
     floor_ms = None
     if cuda:
@@ -111,15 +118,16 @@ def main(argv=None) -> int:
                 f"{k} e2e {v['e2e_ms']:.3f} prefill {v['prefill_ms']:.3f} step "
                 f"{v['decode_ms_per_step']:.3f}" for k, v in cell["ratios"].items()),
                 flush=True)
-    payload = {"kind": "control-arms", "model": args.model, "device": str(device),
+    payload = {"kind": "control-arms", "complete": complete, "model": args.model,
+               "device": str(device),
                "cuda_graph": graph, "order": order, "samples_per_round": args.samples,
                "output_tokens": args.output_tokens, "load_s": load_s,
                "floor_ms": floor_ms, "kernels": {a: mode_kernels(a) for a in arms},
-               "cells": cells, "environment": environment(),
+               "cells": cells, "samples": samples, "environment": environment(),
                "seconds": time.perf_counter() - started}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(payload, indent=1))
-    return 0
+    return 0 if complete else 1
 
 
 if __name__ == "__main__":

@@ -10,7 +10,7 @@
 # 2. benchmarks/control_arms.py on synthetic:qwen3-8b: fast-stock, det and the old stock arm
 #    in one process, interleaved A B C C B A, prefix 128 / 2048 / 8192 x batch 1 / 4:
 #    prefill, decode step, end to end, ratios to fast-stock, batch-1 step over the floor
-#    (OUT/control_arms.json).
+#    (OUT/control_arms.json); one sample per arm and round, two measured per cell.
 # 3. cache-hit on synthetic:qwen3-8b, m-dependent arm only, CUDA Graph engine: it must be
 #    flagged (OUT/cache_hit_m_dependent/cache_hit.json), with whatever time is left.
 # Each step under `timeout`; OUT/steps.tsv has each step's exit status and wall time.
@@ -26,7 +26,7 @@ mkdir -p "$OUT" && OUT=$(cd "$OUT" && pwd)
 export PYTHONPATH=$PWD PYTHONUNBUFFERED=1
 PY=${PYTHON:-python3}
 START=$(date +%s)
-BUDGET=${BUDGET:-470}      # seconds for the whole script
+BUDGET=${BUDGET:-475}      # seconds for the whole script
 STATUS=0
 
 step() {  # step NAME LIMIT_S COMMAND...
@@ -45,12 +45,12 @@ printf 'step\texit\twall_s\n' > "$OUT/steps.tsv"
 nvidia-smi --query-gpu=name,driver_version,power.limit,temperature.gpu --format=csv \
     > "$OUT/gpu.csv" 2>&1 || true
 
-step pytest 100 "$PY" -m pytest -q -p no:cacheprovider --junitxml="$OUT/pytest.xml" \
+step pytest 120 "$PY" -m pytest -q -p no:cacheprovider --junitxml="$OUT/pytest.xml" \
     tests/unit/engine/test_fast_stock.py tests/model/test_fast_stock_engine.py \
     tests/model/test_cache_hit_m_dependent.py -m "not slow"
 
-step control_arms 260 "$PY" benchmarks/control_arms.py "$OUT/control_arms.json" \
-    --model "synthetic:qwen3-8b?seed=0" --prefixes 128,2048,8192 --batches 1,4 --samples 2
+step control_arms 230 "$PY" benchmarks/control_arms.py "$OUT/control_arms.json" \
+    --model "synthetic:qwen3-8b?seed=0" --prefixes 128,2048,8192 --batches 1,4 --samples 1
 
 LEFT=$(( BUDGET - ($(date +%s) - START) ))
 if [ "$LEFT" -gt 90 ]; then

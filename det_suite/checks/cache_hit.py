@@ -19,6 +19,12 @@ Det mode must be exact everywhere; the stock control is reported beside it. If t
 shows no difference anywhere, the report says the control did not reproduce, so nothing in
 it claims a fix it did not show.
 
+The m-dependent arm (embedded backend, on by default; `engine.m_dependent`) is the positive
+control: det's op set with FP8 linears whose schedule follows M. Its hits must differ from
+its cold prefill in at least one comparison with a proven hit; if none does, this check
+could not show that it detects a schedule change on this runner, and it fails (exit 1)
+whatever det mode did.
+
 Any backend `backends.open.open_backend` knows runs the matrix (settings.backend): the
 embedded engine (det: det-suite's op set, stock: torch/vendor ops), or SGLang (det: the
 det-suite plugin arm, stock: the upstream arm; one server boot per mode and engine, or the
@@ -34,6 +40,15 @@ from typing import Any, Callable
 import torch
 
 from det_suite.backends.interface import Backend, Completion, Request, engine_label
+from det_suite.engine.m_dependent import MODE as M_DEPENDENT
+
+# Modes per backend when none are named: the m-dependent positive control needs det-suite's
+# own engine (an SGLang server runs only its det or upstream arm).
+DEFAULT_MODES = {"embedded": ("det", "stock", M_DEPENDENT), "sglang": ("det", "stock")}
+KNOWN_MODES = ("det", "stock", M_DEPENDENT)
+# The phases in which the protocol claims a cache hit (the others compare cold runs).
+HIT_PHASES = ("hit", "warm")
+NOT_SHOWN = ("this check could not show that it detects a schedule change on this runner")
 
 PRESETS = {
     # The seed's matrix: prefix 128 / 1024 / 4096 x batch 1 / 4 / 2 x 2 repetitions.
@@ -59,7 +74,7 @@ class EngineVariant:
 class CacheHitSettings:
     model: str = "synthetic:tiny?seed=0"
     backend: str = "embedded"
-    modes: tuple[str, ...] = ("det", "stock")
+    modes: tuple[str, ...] | None = None   # None: DEFAULT_MODES[backend]
     variants: tuple[EngineVariant, ...] = (EngineVariant(False), EngineVariant(True))
     prefixes: tuple[int, ...] = PRESETS["full"]["prefixes"]
     batches: tuple[int, ...] = PRESETS["full"]["batches"]
@@ -101,9 +116,15 @@ class CacheHitSettings:
         if any(p < self.page_size for p in self.prefixes):
             raise ValueError(f"prefixes: each must be >= page_size ({self.page_size}) or no "
                              f"page can be cached; got {self.prefixes}")
-        unknown = set(self.modes) - {"det", "stock"}
+        if self.modes is None:
+            object.__setattr__(self, "modes", DEFAULT_MODES[self.backend])
+        unknown = set(self.modes) - set(KNOWN_MODES)
         if not self.modes or unknown:
-            raise ValueError(f"modes: expected det and/or stock, got {self.modes!r}")
+            raise ValueError(f"modes: expected some of {', '.join(KNOWN_MODES)}, got "
+                             f"{self.modes!r}")
+        if M_DEPENDENT in self.modes and self.backend != "embedded":
+            raise ValueError(f"modes: {M_DEPENDENT} runs on the embedded engine only; the "
+                             f"{self.backend} backend has det and stock")
 
 
 @dataclass
@@ -150,9 +171,24 @@ class CacheHitResult:
         rows = self.rows("stock")
         return None if not rows else any(not c.exact for c in rows)
 
+    def control_differences(self) -> list[Comparison]:
+        """The positive control's comparisons that flag it: a proven hit whose outputs differ
+        from the cold prefill's."""
+        return [c for c in self.rows(M_DEPENDENT)
+                if c.phase in HIT_PHASES and c.hit_proven and not c.exact]
+
+    @property
+    def control_flagged(self) -> bool | None:
+        """None where the positive control did not run."""
+        if M_DEPENDENT not in self.settings["modes"]:
+            return None
+        return bool(self.control_differences())
+
     @property
     def exit_code(self) -> int:
-        return 0 if ("det" not in self.settings["modes"] or self.det_exact) else 1
+        if "det" in self.settings["modes"] and not self.det_exact:
+            return 1
+        return 1 if self.control_flagged is False else 0
 
 
 # -- prompts ---------------------------------------------------------------------------------

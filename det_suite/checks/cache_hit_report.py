@@ -6,7 +6,8 @@ from __future__ import annotations
 from dataclasses import asdict
 from pathlib import Path
 
-from det_suite.checks.cache_hit import CacheHitResult, Comparison
+from det_suite.checks.cache_hit import (HIT_PHASES, M_DEPENDENT, NOT_SHOWN, CacheHitResult,
+                                        Comparison)
 from det_suite.reports.files import write_json_atomic, write_text_atomic
 from det_suite.reports.tables import markdown_table
 
@@ -50,9 +51,27 @@ def verdict_lines(result: CacheHitResult) -> list[str]:
             lines.append(f"control (stock mode): exact in all {len(stock)} comparisons: the "
                          "control did NOT reproduce here, so this run shows no difference "
                          "that det mode fixes.")
+    lines += _positive_control_lines(result)
     for reason in result.skipped:
         lines.append(f"not run: {reason}")
     return lines
+
+
+def _positive_control_lines(result: CacheHitResult) -> list[str]:
+    if result.control_flagged is None:
+        return [f"positive control ({M_DEPENDENT}) not run: nothing here shows that this check "
+                "would detect a schedule change"]
+    rows = result.rows(M_DEPENDENT)
+    hits = [c for c in rows if c.phase in HIT_PHASES]
+    differing = result.control_differences()
+    if differing:
+        return [f"positive control ({M_DEPENDENT}): flagged, as it must be: "
+                f"{len(differing)} of {len(hits)} hit comparisons differ from cold prefill "
+                f"(every one with cached tokens > 0), max |delta| "
+                f"{max(c.max_abs_delta for c in differing):.3g}."]
+    return [f"positive control ({M_DEPENDENT}): NOT flagged: 0 of {len(hits)} hit "
+            f"comparisons with a proven hit differ from cold prefill, so {NOT_SHOWN} "
+            "(FAIL)."]
 
 
 def render_markdown(result: CacheHitResult) -> str:
@@ -69,6 +88,8 @@ def write_report(result: CacheHitResult, out_dir, environment: dict | None = Non
     payload = {"settings": result.settings, "seconds": result.seconds,
                "det_exact": result.det_exact if result.rows("det") else None,
                "control_reproduced": result.control_reproduced,
+               "positive_control_flagged": result.control_flagged,
+               "positive_control_differing": len(result.control_differences()),
                "exit_code": result.exit_code, "skipped": result.skipped,
                "verdict": verdict_lines(result),
                "comparisons": [asdict(c) for c in result.comparisons]}

@@ -11,6 +11,11 @@ device and model location may be changed), and compares every row:
   - "differs": the row, the first differing output token and both ids are named;
   - "question drifted" / "prompt drifted": the input itself changed (data set, tokenizer,
     template), so the outputs are not compared.
+With `control`, the fixture's work runs on the m-dependent arm (`engine.m_dependent`: det
+with FP8 linears whose schedule follows M), the fixture check's positive control: it must
+NOT match (exit 0 when some row differs, 1 when every row is exact: the check could not
+show that it detects a schedule change here). The tiny model's one-row fixture cannot show
+it (docs/model-controls.md); the 8B-shaped model's can.
 A fixture recorded for another model, backend, mode, GPU family or runtime stack is "not
 comparable": reported with the reasons, never as a failure and never as a pass; nothing is
 run. A kernel-policy change since the recording (tile table, kernels, launch code) is named
@@ -19,7 +24,7 @@ beside the verdict: it is what the check shows outputs survive.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from det_suite.gsm8k.diff import RowDiff, diff_rows
@@ -74,6 +79,12 @@ class CheckSettings:
     stages: int | None = None             # det mode: the FP8 kernel's pipeline depth
     keep_texts: bool = True
     progress: bool = True
+    control: bool = False                 # run the work on the m-dependent arm; must differ
+
+
+CONTROL_MODE = "m-dependent"
+CONTROL_NOT_SHOWN = ("this check could not show that it detects a schedule change on this "
+                     "runner")
 
 
 @dataclass
@@ -85,9 +96,13 @@ class CheckResult:
     policy_changes: list[str] = field(default_factory=list)
     fixture_payload: dict | None = None
     run: Gsm8kRun | None = None
+    control: bool = False
 
     @property
     def exit_code(self) -> int:
+        if self.control:    # the positive control passes by differing
+            return {"differs": EXIT_EXACT, "exact": EXIT_DIFFERS}.get(self.status,
+                                                                      EXIT_NOT_COMPARABLE)
         return {"exact": EXIT_EXACT, "differs": EXIT_DIFFERS}.get(self.status,
                                                                   EXIT_NOT_COMPARABLE)
 
@@ -137,6 +152,9 @@ def check_gsm8k(s: CheckSettings, **run_options) -> CheckResult:
     from det_suite.gsm8k.prompts import PROMPT_FORMAT
     from det_suite.gsm8k.run import settings_from_record
 
+    if s.control and s.stages is not None:
+        raise ValueError("stages: pins det-suite's FP8 kernel; the control runs the "
+                         "m-dependent arm's linears instead (drop one of the two)")
     identity = None
     if s.fixture is None:
         if s.model is None:
@@ -170,14 +188,17 @@ def check_gsm8k(s: CheckSettings, **run_options) -> CheckResult:
         reasons.append(f"prompt format: recorded {record['prompt']['format']}, this "
                        f"det-suite writes {PROMPT_FORMAT}")
     if reasons:
-        return CheckResult("not comparable", str(path), reasons=reasons, fixture_payload=fixture)
+        return CheckResult("not comparable", str(path), reasons=reasons, fixture_payload=fixture,
+                           control=s.control)
+    if s.control:   # the fixture's work, keyed as the fixture, computed by the control arm
+        settings = replace(settings, mode=CONTROL_MODE)
     run = run_gsm8k(settings, key=key, **run_options)
     wanted = [r for r in fixture["rows"] if rows is None or r["row"] in set(rows)]
     diffs = diff_rows(wanted, run.rows, decode=run.decode)
     status = "exact" if all(d.exact for d in diffs) else "differs"
     return CheckResult(status, str(path), diffs=diffs,
                        policy_changes=_policy_changes(fixture["policy"], run.policy),
-                       fixture_payload=fixture, run=run)
+                       fixture_payload=fixture, run=run, control=s.control)
 
 
 # -- verdict ---------------------------------------------------------------------------------
@@ -193,7 +214,12 @@ def verdict_lines(result: CheckResult, *, limit: int = 20) -> list[str]:
         return [head] + [f"  {reason}" for reason in result.reasons]
     lines = []
     n, bad = len(result.diffs), result.differing
-    if result.status == "exact":
+    if result.control:
+        lines.append(f"positive control ({CONTROL_MODE} arm): flagged, as it must be: "
+                     f"{len(bad)} of {_rows(n)} differ from {result.fixture}" if bad else
+                     f"positive control ({CONTROL_MODE} arm): NOT flagged: all {_rows(n)} "
+                     f"match {result.fixture}, so {CONTROL_NOT_SHOWN} (FAIL)")
+    elif result.status == "exact":
         lines.append(f"{'all ' if n > 1 else ''}{_rows(n)} exact against {result.fixture}: "
                      "output texts and token sequences identical")
     else:

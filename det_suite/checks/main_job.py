@@ -52,7 +52,10 @@ class MainJobResult:
             lines.append(f"model (cache-hit on {model}, det mode): "
                          f"{'PASS' if hit.exit_code == 0 else 'FAIL'}; control "
                          + ("reproduced the problem" if hit.control_reproduced else
-                            "did not reproduce it here"))
+                            "did not reproduce it here")
+                         + "; positive control (m-dependent) "
+                         + {True: "flagged", False: "NOT flagged (FAIL)",
+                            None: "not run"}[hit.control_flagged])
         return lines
 
 

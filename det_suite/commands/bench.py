@@ -179,12 +179,14 @@ def register_e2e(sub) -> None:
     e2e.add_argument("--out", default="results/e2e", metavar="DIR")
     e2e.add_argument("--arm", action="append", metavar="NAME=SPEC",
                      help="an arm, repeatable, lettered A, B, ... in order: "
-                          "NAME=mode=det|stock,graph=on|off,stages=N|table,backend=embedded "
-                          "(default: control=mode=stock and det=mode=det, graph on with CUDA)")
+                          "NAME=mode=det|fast-stock|stock|m-dependent,graph=on|off,stages=N|table,"
+                          "backend=embedded "
+                          "(default: stock=mode=fast-stock and det=mode=det, graph on with CUDA; "
+                          "the older unfused control: control=mode=stock)")
     e2e.add_argument("--order", default=DEFAULT_ORDER,
                      help="boot order by arm letter, one fresh process per letter")
     e2e.add_argument("--preset", choices=tuple(PRESETS),
-                     help="full: prefixes 128,2048 x batches 1,4, 32 tokens, 1 warm-up + 5 "
+                     help="full: prefixes 128,2048,8192 x batches 1,4, 32 tokens, 1 warm-up + 5 "
                           "samples (default with CUDA); small: CPU-sized (default without)")
     for name in ("prefixes", "batches"):
         e2e.add_argument(f"--{name}", metavar="N,N", help=f"override the preset's {name}")

@@ -9,7 +9,8 @@ sglang: an SGLang server per mode and engine (det = with det-suite's plugin, sto
 upstream arm; both with --enable-deterministic-inference), or the running server at
 --server-url (then name its arm with --modes). Writes cache_hit.json (raw values) and
 cache_hit.md into --out (server logs into --work-dir). Exit 0 when det mode is exact
-everywhere with every hit proven, 1 otherwise, 2 for a usage error. --preset small is the
+everywhere with every hit proven and the m-dependent positive control (embedded engine) is
+flagged, 1 otherwise, 2 for a usage error. --preset small is the
 CPU-sized version (the default for the embedded engine without a GPU).
 """
 
@@ -39,7 +40,9 @@ def register(subparsers) -> None:
     p.add_argument("--out", default="results/cache_hit", metavar="DIR")
     p.add_argument("--preset", choices=("full", "small"),
                    help="full: the seed's matrix (default on a GPU); small: CPU-sized")
-    p.add_argument("--modes", help="det and/or stock (default both; with --server-url, "
+    p.add_argument("--modes", help="det, stock and/or m-dependent, the positive control "
+                                   "(default: all three on the embedded engine, det and stock "
+                                   "on sglang; with --server-url, "
                                    "required: the arm that server is)")
     p.add_argument("--engines",
                    help="eager, graph (CUDA only), eager-chunkN, graph-chunkN; comma-separated "
@@ -132,7 +135,8 @@ def settings_from_args(args):
     engines = args.engines or ("graph" if args.server_url else "eager,graph")
     return CacheHitSettings(
         model=args.model, backend=args.backend,
-        modes=tuple(m.strip() for m in (args.modes or "det,stock").split(",") if m.strip()),
+        modes=(None if args.modes is None
+               else tuple(m.strip() for m in args.modes.split(",") if m.strip())),
         variants=_variants(engines), seed=args.seed or 0, device=args.device,
         server_url=args.server_url, backend_options=options,
         progress=lambda line: print(line, flush=True), **values)

@@ -8,6 +8,12 @@ stock: the control arm, what an engine uses without batch invariance: static FP8
 quantization then `torch._scaled_mm` (cuBLASLt) on CUDA, torch ops for the norms and the
 lm_head, SDPA over the K/V gathered from the cache, `torch.log_softmax`. Same cache, same
 scheduler: only the kernels differ.
+
+m-dependent: the model-level positive control, det's op set with FP8 linears whose schedule
+follows M (`engine.m_dependent`); a cache-hit check must flag it.
+
+fast-stock: the best non-batch-invariant path this engine runs (`engine.fast_stock`):
+`bench e2e`'s control, so that its ratio prices determinism.
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 
-MODES = ("det", "stock")
+MODES = ("det", "stock", "m-dependent", "fast-stock")
 
 
 @dataclass(frozen=True)
@@ -205,4 +211,10 @@ def opset_for(mode: str) -> OpSet:
         return det_opset()
     if mode == "stock":
         return stock_opset()
+    if mode == "m-dependent":
+        from det_suite.engine.m_dependent import m_dependent_opset
+        return m_dependent_opset()
+    if mode == "fast-stock":
+        from det_suite.engine.fast_stock import fast_stock_opset
+        return fast_stock_opset()
     raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")

@@ -72,8 +72,8 @@ class Gsm8kSettings:
         if overlap:
             raise ValueError(f"rows: {overlap[:5]} are also few-shot exemplars (rows 0.."
                              f"{self.shots - 1}); choose rows >= shots")
-        if self.mode not in ("det", "stock"):
-            raise ValueError(f"mode: expected det or stock, got {self.mode!r}")
+        if self.mode not in ("det", "stock", "m-dependent"):
+            raise ValueError(f"mode: expected det, stock or m-dependent, got {self.mode!r}")
         from det_suite.gsm8k.data import parse_source
         parse_source(self.data, config=self.data_config, split=self.split)
 

@@ -24,6 +24,8 @@ def _cached_request(pool: PagePool, tokens) -> list[int]:
     pytest.param(list(range(12)), 11, 2, id="limit-stops-before-a-page"),
     pytest.param(list(range(10)), 10, 2, id="partial-last-page-not-matched"),
     pytest.param(list(range(8)) + [77, 9, 10, 11], 12, 2, id="divergence-inside-third-page"),
+    pytest.param(list(range(7)) + [77, 8, 9, 10, 11], 12, 1,
+                 id="divergence-at-a-pages-last-token"),
     pytest.param([1000] + list(range(1, 12)), 12, 0, id="first-token-differs-miss"),
 ])
 def test_match_returns_the_cached_full_pages_of_the_shared_prefix(tokens, limit,

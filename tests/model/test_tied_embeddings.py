@@ -23,6 +23,14 @@ def test_moving_a_tied_checkpoint_keeps_it_tied(tiny_tied):
     assert moved.tied and torch.equal(moved.lm_head, tiny_tied.lm_head)
 
 
+def test_moving_to_a_device_that_copies_keeps_one_matrix(tiny_tied):
+    """A move that really copies (to "meta" here; to the GPU in use) must copy the matrix
+    once: the CPU-to-CPU move above returns the same tensors and cannot tell."""
+    moved = tiny_tied.to("meta")
+    assert moved.embed_tokens.device.type == "meta"
+    assert moved.tied and moved.lm_head is moved.embed_tokens
+
+
 def test_the_written_files_store_the_matrix_once(tiny_tied_dir):
     from safetensors import safe_open
 

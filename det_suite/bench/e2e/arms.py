@@ -2,8 +2,9 @@
 and the settings of a run.
 
 An arm is written `NAME=key=value,key=value` on the command line, e.g.
-`det-s3=mode=det,graph=on,stages=3`. Keys: `mode` (det: det-suite's kernels; stock: the
-control), `graph` (on/off: CUDA Graph decode), `stages` (the FP8 kernel's pipeline depth,
+`det-s3=mode=det,graph=on,stages=3`. Keys: `mode` (det: det-suite's kernels; fast-stock:
+the fastest non-batch-invariant path, the default control, `engine.fast_stock`; stock: the
+older control, torch ops without fusions; m-dependent: the cache-hit positive control), `graph` (on/off: CUDA Graph decode), `stages` (the FP8 kernel's pipeline depth,
 or `table` for the tile table's own), `backend` (embedded; sglang once it exists). Arms are
 lettered A, B, C ... in the order given; the boot order names letters ("ABBA": A, then B
 twice, then A, each a fresh process). Ratios are always arm / A.
@@ -18,13 +19,33 @@ from typing import Callable
 from det_suite.backends.open import BACKENDS
 from det_suite.policy.tiles import SUPPORTED_STAGES
 
-MODES = ("det", "stock")
+MODES = ("det", "fast-stock", "stock", "m-dependent")
+# What each mode runs, named in the report so a reader knows what a ratio compares.
+MODE_KERNELS = {
+    "det": "det-suite's batch-invariant kernels: FP8 scaled-MM (q/k/v and gate/up stacked, "
+           "segmented), paged attention with a fixed split, fused norm/silu-mul + FP8 "
+           "quantize, q/k norm + RoPE + KV write, BF16 lm_head GEMM, log_softmax",
+    "fast-stock": None,     # engine.fast_stock.KERNELS (imported lazily: it imports torch)
+    "stock": "torch ops without fusions: quantize + torch._scaled_mm per linear, torch "
+             "RMSNorm, SDPA over K/V gathered from the cache, F.linear lm_head, "
+             "torch.log_softmax",
+    "m-dependent": "det's kernels with FP8 linears whose K-chunk count follows M "
+                   "(engine.m_dependent)",
+}
+
+
+def mode_kernels(mode: str) -> str:
+    if mode == "fast-stock":
+        from det_suite.engine.fast_stock import KERNELS
+        return "; ".join(f"{op}: {what}" for op, what in KERNELS.items())
+    return MODE_KERNELS[mode]
 ON_OFF = {"on": True, "off": False, "1": True, "0": False, "true": True, "false": False}
 
 PRESETS = {
     # The seed's matrix: prefix 128 / 2048 x batch 1 / 4, 32 forced output tokens, one
-    # warm-up and five samples per cell per boot.
-    "full": dict(prefixes=(128, 2048), batches=(1, 4), output_tokens=32, warmup=1, samples=5,
+    # warm-up and five samples per cell per boot; plus prefix 8192, where decode attention
+    # (split-KV in the control, a fixed split in det) weighs most (issue 39).
+    "full": dict(prefixes=(128, 2048, 8192), batches=(1, 4), output_tokens=32, warmup=1, samples=5,
                  page_size=16),
     # CPU-sized (kernels on the Triton interpreter): the same protocol on a few tokens.
     "small": dict(prefixes=(8,), batches=(1, 2), output_tokens=3, warmup=1, samples=2,
@@ -103,8 +124,11 @@ def parse_arm(text: str) -> Arm:
 
 
 def default_arms(cuda: bool) -> tuple[Arm, Arm]:
-    """A = the stock control, B = det mode; CUDA Graph decode where there is CUDA."""
-    return (Arm("control", mode="stock", cuda_graph=cuda), Arm("det", mode="det", cuda_graph=cuda))
+    """A = the fast stock control (the best non-batch-invariant path, `engine.fast_stock`),
+    B = det mode; CUDA Graph decode where there is CUDA. The older, unfused control stays
+    reachable as `--arm control=mode=stock`."""
+    return (Arm("stock", mode="fast-stock", cuda_graph=cuda),
+            Arm("det", mode="det", cuda_graph=cuda))
 
 
 def arm_letters(count: int) -> str:

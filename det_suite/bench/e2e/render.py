@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 
+from det_suite.bench.e2e.arms import MODES, mode_kernels
 from det_suite.bench.e2e.summary import GPU_CLAIM, METRIC_LABELS, METRICS
 from det_suite.reports.tables import markdown_table
 
@@ -89,6 +90,46 @@ def _describe(arm: dict) -> str:
             f"{stages}, {arm['backend']}")
 
 
+def kernel_lines(payload: dict) -> list[str]:
+    """What each arm runs, so a reader knows what "stock" means."""
+    letters = payload["letters"]
+    return [f"- {letters[a['name']]} = {a['name']}: " +
+            (mode_kernels(a["mode"]) if a["mode"] in MODES else f"mode {a['mode']}")
+            for a in payload["plan"]["arms"]]
+
+
+# Why the control (arm A) can be slower than det in a cell, by metric: what was measured or
+# known when the fast control was built (docs/e2e-and-report.md, "Where control is slower").
+SLOWER_CAUSES = {
+    "decode_ms_per_step": "at decode sizes (M = batch) cuBLASLt's FP8 kernels read the "
+                          "weights further from the bandwidth floor than det-suite's split-K "
+                          "tiles (H200: the linear layers of a Qwen3-8B decode step 3.54 ms "
+                          "vs 3.07 ms, design notes)",
+    "prefill_ms": "both arms run det's prefill attention and row-local kernels, so prefill "
+                  "differs by the FP8 GEMMs and the lm_head only",
+    "e2e_ms": "end to end is prefill plus the decode steps: see those rows",
+}
+
+
+def slower_control_lines(payload: dict) -> list[str]:
+    """Each cell and metric where arm A (the control) took longer than another arm."""
+    arms = payload["plan"]["arms"]
+    if len(arms) < 2:
+        return []
+    reference, lines = arms[0]["name"], []
+    for metric in METRICS:
+        for cell in payload["cells"]:
+            for arm in arms[1:]:
+                ratio = cell["ratios"].get(arm["name"], {}).get(metric) or {}
+                if ratio.get("ratio") is not None and ratio["ratio"] < 1.0:
+                    lines.append(f"- {METRIC_LABELS[metric]}, prefix {cell['prefix']} / "
+                                 f"batch {cell['batch']}: {arm['name']} / {reference} = "
+                                 f"{ratio['ratio']:.3f}; known cause: "
+                                 f"{SLOWER_CAUSES[metric]}.")
+    return lines or [f"None: {reference} is as fast as or faster than every other arm in "
+                     "every cell."]
+
+
 def _bytes(n: int) -> str:
     return f"{n / 1e9:.3f} GB" if n >= 1e8 else f"{n / 1e6:.3f} MB"
 
@@ -148,6 +189,7 @@ def render_markdown(payload: dict) -> str:
     if not payload["speed_claim"]:
         lines += [f"**Not a speed claim**: {GPU_CLAIM}.", ""]
     lines += _protocol_lines(payload) + [""]
+    lines += ["## Arms and their kernels", ""] + kernel_lines(payload) + [""]
     if any(s["decode_ms_per_step"] < 0 for b in payload["boots"] for s in b["samples"]):
         lines += ["Some decode steps are negative: a decode step is the difference of two "
                   "requests' times, and there the prefill request's noise exceeded it.", ""]
@@ -155,6 +197,7 @@ def render_markdown(payload: dict) -> str:
         unit = UNITS[metric][0]
         lines += [f"## {METRIC_LABELS[metric].capitalize()} ({unit}, pooled median)", "",
                   metric_table(payload, metric), ""]
+    lines += ["## Where control is slower", ""] + slower_control_lines(payload) + [""]
     lines += ["## Decode floor (batch 1)", ""] + _floor_lines(payload["summary"]["floor"])
     lines += ["", "## Thermal record", ""] + _thermal_lines(payload["summary"]["thermal"])
     if payload["gate"]["failures"]:

@@ -19,7 +19,7 @@ def test_parse_arm(spec, expected):
 
 @pytest.mark.parametrize("spec, message", [
     ("=mode=det", "expected NAME=key=value"),
-    ("a=mode=fast", "mode: expected one of det, stock"),
+    ("a=mode=fast", "mode: expected one of det, fast-stock, stock"),
     ("a=graph=maybe", "graph: expected on or off"),
     ("a=stages=1", "stages: expected one of"),
     ("a=stages=three", "stages: expected an int or 'table'"),
@@ -55,9 +55,9 @@ def test_parse_order_rejects(order, arms, message):
         parse_order(order, arms)
 
 
-def test_default_arms_are_control_then_det_with_graphs_on_cuda():
+def test_default_arms_are_the_fast_stock_control_then_det_with_graphs_on_cuda():
     control, det = default_arms(cuda=True)
-    assert (control.mode, det.mode) == ("stock", "det")
+    assert (control.name, control.mode, det.mode) == ("stock", "fast-stock", "det")
     assert control.cuda_graph and det.cuda_graph
     assert not any(a.cuda_graph for a in default_arms(cuda=False))
 
@@ -88,4 +88,4 @@ def test_plan_names_everything_a_measurement_depends_on(tmp_path):
     assert plan["order"] == "ABBA"
     assert set(plan) >= {"model", "arms", "order", "prefixes", "batches", "output_tokens",
                          "warmup", "samples", "page_size", "seed", "max_temp_c"}
-    assert [a["name"] for a in plan["arms"]] == ["control", "det"]
+    assert [a["name"] for a in plan["arms"]] == ["stock", "det"]

@@ -162,6 +162,16 @@ def test_a_failed_result_fails_the_report(tmp_path):
     assert result.payload["results"][0]["headline"] == ["3 of 180 texts differ"]
 
 
+def test_one_failed_result_among_passing_ones_fails_the_report(tmp_path):
+    good = _write(tmp_path / "g.json", {"kind": "fixed-work", "ok": True,
+                                        "headline": ["180/180 exact"]})
+    bad = _write(tmp_path / "f.json", {"kind": "fixed-work", "ok": False,
+                                       "headline": ["3 of 180 texts differ"]})
+    result = make_report(ReportSettings(inputs=(str(good), str(bad)), out=str(tmp_path / "r")))
+    assert result.exit_code == 1 and not result.payload["ok"]
+    assert result.payload["counts"] == {"fail": 1, "pass": 1}
+
+
 def test_files_written_and_the_html_embeds_the_plots(results, tmp_path):
     out = tmp_path / "r"
     result = make_report(ReportSettings(inputs=(str(results),), out=str(out)))

@@ -41,14 +41,28 @@ def stamp(folder: Path, run_id: str) -> list[str]:
     return stamped
 
 
+def _replace(source: Path, target: Path, run_id: str) -> None:
+    """Put `source` where `target` is: between the two renames `target` is briefly absent,
+    never a mix; the old one is deleted once the new one is in place."""
+    old = target.with_name(f".{target.name}.replaced-{run_id}")
+    if target.exists():
+        os.rename(target, old)
+    os.rename(source, target)
+    if old.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+    elif old.exists():
+        old.unlink()
+
+
 def _swap(staging: Path, out: Path, run_id: str) -> None:
-    """Put `staging` where `out` is. Between the two renames `out` is briefly absent, never
-    a mix; the old folder is deleted once the new one is in place."""
-    old = out.with_name(f".{out.name}.replaced-{run_id}")
-    if out.exists():
-        os.rename(out, old)
-    os.rename(staging, out)
-    shutil.rmtree(old, ignore_errors=True)
+    """`out` replaced whole when it is a run folder (holds MANIFEST), empty or absent. A
+    folder det-suite did not make (say --out results) keeps what the run does not write:
+    only the entries the run wrote are replaced, each whole."""
+    if not out.exists() or (out / MANIFEST).exists() or not any(out.iterdir()):
+        _replace(staging, out, run_id)
+        return
+    for entry in sorted(staging.iterdir()):
+        _replace(entry, out / entry.name, run_id)
 
 
 @contextlib.contextmanager

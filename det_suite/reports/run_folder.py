@@ -72,16 +72,22 @@ def staged_run(out, run_id: str | None = None):
     was."""
     out = Path(out)
     run_id = run_id or new_run_id()
+    created = [p for p in [out.parent, *out.parent.parents] if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.with_name(f".{out.name}.partial-{run_id}")
     staging.mkdir()
+    finished = False
     try:
         yield staging, run_id
         stamp(staging, run_id)
         _swap(staging, out, run_id)
+        finished = True
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+        for folder in created if not finished else ():   # leave no empty results/ behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def manifest_for(path: Path, root: Path) -> tuple[Path, dict] | None:

@@ -115,3 +115,10 @@ def test_a_folder_det_suite_did_not_make_keeps_what_the_run_does_not_write(tmp_p
     assert sorted(p.name for p in (out / "cache_hit").iterdir()) == ["cache_hit.json"]
     assert json.loads((out / MANIFEST).read_text())["run_id"] == "R2"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+
+
+def test_an_interrupted_first_run_leaves_no_empty_folders(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with staged_run(tmp_path / "results" / "run"):
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []

@@ -201,3 +201,21 @@ def test_a_bad_argument_exits_2_with_one_line(case, tmp_path, capsys):
              and "CPU only" not in line and not line.startswith("det-suite invariance on")]
     assert "Traceback" not in err and phrase in err, err
     assert len([line for line in lines if phrase in line]) == 1, err
+
+
+def test_commands_on_a_bit_flipped_checkpoint(good_checkpoint, tmp_path, capsys):
+    """The table's bit-flip rows: determinism is still checked on it (cache-hit 0), and a
+    fixture of the original model is not comparable with it (gsm8k check 3)."""
+    flipped = str(_bit_flipped(good_checkpoint, tmp_path))
+    assert main(["cache-hit", "--model", flipped, "--out", str(tmp_path / "hit"), "--device",
+                 "cpu", "--preset", "small", "--modes", "det", "--engines", "eager",
+                 "--prefixes", "8", "--batches", "1", "--repetitions", "1"]) == 0
+    fixtures = tmp_path / "fixtures"
+    run = ["--device", "cpu", "--no-progress", "--rows", "32"]
+    assert main(["gsm8k", "record", "--model", str(good_checkpoint), "--fixtures",
+                 str(fixtures), "--max-new-tokens", "1", *run]) == 0
+    [fixture] = fixtures.rglob("*.json")
+    capsys.readouterr()
+    assert main(["gsm8k", "check", "--fixture", str(fixture), "--model", flipped,
+                 "--out", str(tmp_path / "check"), *run]) == 3
+    assert "NOT COMPARABLE" in capsys.readouterr().out

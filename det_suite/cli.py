@@ -33,6 +33,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _one_line(exc: BaseException) -> str:
+    if isinstance(exc, OSError) and exc.filename is not None and exc.strerror:
+        return (f"{exc.filename}: {exc.strerror.lower()} (expected a path this command can "
+                "read or write)")
     return " ".join(str(exc).split()) or type(exc).__name__
 
 

@@ -2,8 +2,8 @@
 
 Holds two JSON results to the same bits, output by output: token sequences, texts (or text
 hashes), token-id hashes and, where recorded, values such as logprobs; a recorded hash that
-is not the hash of its own ids or text (an edited fixture) is a difference. Reads GSM8K runs and fixtures
-(`det-suite gsm8k check`'s run.json, fixtures/gsm8k/...), cache-hit results
+is not the hash of its own ids or text (an edited fixture) is a difference. Reads GSM8K runs
+and fixtures (`det-suite gsm8k check`'s run.json, fixtures/gsm8k/...), cache-hit results
 (cache_hit.json) and any check's {"kind": "outputs", ...} file (det_suite.checks.fixed_work).
 
 Exit codes: 0 every output exact; 1 some output differs; 2 usage error (unreadable file);

@@ -148,6 +148,7 @@ def record(args) -> int:
 
 def check(args) -> int:
     from det_suite.checks.gsm8k import CheckSettings, check_gsm8k, verdict_lines, write_check
+    from det_suite.errors import InputError
     from det_suite.gsm8k.fixture import FixtureError
     from det_suite.reports.environment import environment
 
@@ -156,6 +157,9 @@ def check(args) -> int:
                                  model=args.model, backend=args.backend, mode=args.mode,
                                  control=args.control, **_common(args))
         result = check_gsm8k(settings)
+    except InputError as exc:      # e.g. no fixture file at --fixture
+        print(f"gsm8k check: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except FixtureError as exc:
         print(f"gsm8k check: FAILED: {exc}", file=sys.stderr)
         return 1

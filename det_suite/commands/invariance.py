@@ -89,10 +89,21 @@ def settings_from_args(args) -> InvarianceSettings:
 
 
 def run_command(args) -> int:
+    import dataclasses
+    from pathlib import Path
+
+    from det_suite.reports.run_folder import staged_run
+
+    settings = settings_from_args(args)
+    out = Path(settings.out)
     try:
-        run = run_invariance(settings_from_args(args))
+        # Reports are written beside --out and swapped in together at the end, so an
+        # interrupted run never leaves a new invariance.json beside an older invariance.md.
+        with staged_run(out) as (staging, _run_id):
+            run = run_invariance(dataclasses.replace(settings, out=str(staging)))
     except UsageError as exc:
         return _usage_error(str(exc))
+    run.paths = {k: str(out / Path(v).relative_to(staging)) for k, v in run.paths.items()}
     print(run.table)
     for note in run.notes:
         print(note)

@@ -8,8 +8,6 @@ template, so every model-level check runs offline. Same seed, same bytes, on any
 
 from __future__ import annotations
 
-import sys
-
 
 # Building on a CPU peaks near 4 bytes per parameter (the float32 copy calibration runs on):
 # qwen3-4b (4.0e9 parameters) measured 15.8 GB and 6 minutes on a 2-core CPU (issue 38).
@@ -91,8 +89,10 @@ def run(args) -> int:
                 f"{peak / 1e9:.0f} GB of memory and {seconds / 60:.0f} min here; pass "
                 "--allow-cpu to build it anyway, or run on a GPU")
     start = time.perf_counter()
-    say = lambda line: print(f"det-suite synth: {line} [{time.perf_counter() - start:.0f} s]",  # noqa: E731
-                             flush=True)
+
+    def say(line: str) -> None:
+        print(f"det-suite synth: {line} [{time.perf_counter() - start:.0f} s]", flush=True)
+
     # Built in a hidden folder beside --out and renamed at the end: an interrupted build
     # leaves nothing that looks like a checkpoint.
     out.parent.mkdir(parents=True, exist_ok=True)

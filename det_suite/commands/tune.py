@@ -9,7 +9,6 @@ entry, which the output says); 1 an error while tuning; 2 usage error, no CUDA G
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from det_suite.help_format import DefaultsHelpFormatter

@@ -19,6 +19,7 @@ import json
 import re
 from pathlib import Path
 
+from det_suite.errors import InputError
 from det_suite.gsm8k.identity import model_slug, sha256_ids, sha256_text
 
 KIND = "gsm8k"
@@ -36,6 +37,10 @@ _ROWS_MARK = "__det_suite_rows__"
 
 class FixtureError(ValueError):
     """A fixture file that is not a valid GSM8K fixture (names the file and the field)."""
+
+
+class FixtureMissing(FixtureError, InputError):
+    """No file at the fixture's path: bad input (exit 2), not a failed check."""
 
 
 def output_row(*, row: int, question: str, prompt: tuple[int, ...], text: str,
@@ -141,7 +146,7 @@ def read_fixture(path) -> dict:
     try:
         payload = json.loads(path.read_text())
     except FileNotFoundError:
-        raise FixtureError(f"{path}: no such fixture file") from None
+        raise FixtureMissing(f"{path}: no such fixture file") from None
     except json.JSONDecodeError as error:
         raise FixtureError(f"{path}: not JSON ({error})") from None
     return validate(payload, str(path))

@@ -41,14 +41,28 @@ def stamp(folder: Path, run_id: str) -> list[str]:
     return stamped
 
 
+def _replace(source: Path, target: Path, run_id: str) -> None:
+    """Put `source` where `target` is: between the two renames `target` is briefly absent,
+    never a mix; the old one is deleted once the new one is in place."""
+    old = target.with_name(f".{target.name}.replaced-{run_id}")
+    if target.exists():
+        os.rename(target, old)
+    os.rename(source, target)
+    if old.is_dir():
+        shutil.rmtree(old, ignore_errors=True)
+    elif old.exists():
+        old.unlink()
+
+
 def _swap(staging: Path, out: Path, run_id: str) -> None:
-    """Put `staging` where `out` is. Between the two renames `out` is briefly absent, never
-    a mix; the old folder is deleted once the new one is in place."""
-    old = out.with_name(f".{out.name}.replaced-{run_id}")
-    if out.exists():
-        os.rename(out, old)
-    os.rename(staging, out)
-    shutil.rmtree(old, ignore_errors=True)
+    """`out` replaced whole when it is a run folder (holds MANIFEST), empty or absent. A
+    folder det-suite did not make (say --out results) keeps what the run does not write:
+    only the entries the run wrote are replaced, each whole."""
+    if not out.exists() or (out / MANIFEST).exists() or not any(out.iterdir()):
+        _replace(staging, out, run_id)
+        return
+    for entry in sorted(staging.iterdir()):
+        _replace(entry, out / entry.name, run_id)
 
 
 @contextlib.contextmanager
@@ -58,16 +72,22 @@ def staged_run(out, run_id: str | None = None):
     was."""
     out = Path(out)
     run_id = run_id or new_run_id()
+    created = [p for p in [out.parent, *out.parent.parents] if not p.exists()]
     out.parent.mkdir(parents=True, exist_ok=True)
     staging = out.with_name(f".{out.name}.partial-{run_id}")
     staging.mkdir()
+    finished = False
     try:
         yield staging, run_id
         stamp(staging, run_id)
         _swap(staging, out, run_id)
+        finished = True
     finally:
         if staging.exists():
             shutil.rmtree(staging, ignore_errors=True)
+        for folder in created if not finished else ():   # leave no empty results/ behind
+            with contextlib.suppress(OSError):
+                folder.rmdir()
 
 
 def manifest_for(path: Path, root: Path) -> tuple[Path, dict] | None:

@@ -172,3 +172,50 @@ def test_gsm8k_check_of_an_edited_fixture_hash_exits_1_naming_the_row(tmp_path, 
                  "--out", str(tmp_path / "out")]) == 1
     err = capsys.readouterr().err
     assert f"row {payload['rows'][0]['row']}: tokens_sha256" in err and "Traceback" not in err
+
+
+# One bad argument or path per command: exit 2, one line, no traceback.
+BAD_ARGUMENTS = {
+    "run-out-under-a-file": (["run", "--out", "{file}/run"], "file: file exists (expected"),
+    "invariance-unknown-shape": (["invariance", "--shapes", "no-such-shape", "--out",
+                                  "{tmp}/inv"], "no-such-shape"),
+    "lint-policy-missing-table": (["lint-policy", "--table", "{tmp}/none.json"], "none.json"),
+    "synth-negative-seed": (["synth", "--preset", "tiny", "--seed", "-1", "--out",
+                             "{tmp}/s"], "--seed must be non-negative"),
+    "report-missing-input": (["report", "{tmp}/none", "--out", "{tmp}/r"], "does not exist"),
+    "gsm8k-check-missing-fixture": (["gsm8k", "check", "--fixture", "{tmp}/none.json",
+                                     "--no-progress", "--out", "{tmp}/g"], "none.json"),
+    "tune-unknown-shape": (["tune", "--out", "{tmp}/t.json", "--shapes", "no-such-shape"],
+                           "no-such-shape"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_ARGUMENTS)
+def test_a_bad_argument_exits_2_with_one_line(case, tmp_path, capsys):
+    args, phrase = BAD_ARGUMENTS[case]
+    (tmp_path / "file").write_text("")
+    args = [a.format(tmp=tmp_path, file=tmp_path / "file") for a in args]
+    assert main(args) == 2
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.strip() and "Triton" not in line
+             and "CPU only" not in line and not line.startswith("det-suite invariance on")]
+    assert "Traceback" not in err and phrase in err, err
+    assert len([line for line in lines if phrase in line]) == 1, err
+
+
+def test_commands_on_a_bit_flipped_checkpoint(good_checkpoint, tmp_path, capsys):
+    """The table's bit-flip rows: determinism is still checked on it (cache-hit 0), and a
+    fixture of the original model is not comparable with it (gsm8k check 3)."""
+    flipped = str(_bit_flipped(good_checkpoint, tmp_path))
+    assert main(["cache-hit", "--model", flipped, "--out", str(tmp_path / "hit"), "--device",
+                 "cpu", "--preset", "small", "--modes", "det", "--engines", "eager",
+                 "--prefixes", "8", "--batches", "1", "--repetitions", "1"]) == 0
+    fixtures = tmp_path / "fixtures"
+    run = ["--device", "cpu", "--no-progress", "--rows", "32"]
+    assert main(["gsm8k", "record", "--model", str(good_checkpoint), "--fixtures",
+                 str(fixtures), "--max-new-tokens", "1", *run]) == 0
+    [fixture] = fixtures.rglob("*.json")
+    capsys.readouterr()
+    assert main(["gsm8k", "check", "--fixture", str(fixture), "--model", flipped,
+                 "--out", str(tmp_path / "check"), *run]) == 3
+    assert "NOT COMPARABLE" in capsys.readouterr().out

@@ -12,8 +12,10 @@ from det_suite.reports.run_folder import MANIFEST, staged_run
 
 
 def _old_results(out):
+    """An earlier run's folder (with its manifest)."""
     out.mkdir()
     (out / "invariance.json").write_text(json.dumps({"old": True}))
+    (out / MANIFEST).write_text(json.dumps({"run_id": "R0"}))
     return out
 
 
@@ -98,3 +100,25 @@ def test_report_notes_inputs_from_different_runs_and_revisions(tmp_path, capsys)
           str(tmp_path / "report")])
     out = capsys.readouterr().out
     assert "2 different runs (R1, R2)" in out and "2 different git revisions" in out
+
+
+def test_a_folder_det_suite_did_not_make_keeps_what_the_run_does_not_write(tmp_path):
+    """--out results (a shared folder): the run replaces its own entries, nothing else."""
+    out = tmp_path / "results"
+    (out / "cache_hit").mkdir(parents=True)
+    (out / "cache_hit" / "old.json").write_text("{}")
+    (out / "notes.txt").write_text("mine")
+    with staged_run(out, "R2") as (staging, _):
+        (staging / "cache_hit").mkdir()
+        (staging / "cache_hit" / "cache_hit.json").write_text("{}")
+    assert (out / "notes.txt").read_text() == "mine"
+    assert sorted(p.name for p in (out / "cache_hit").iterdir()) == ["cache_hit.json"]
+    assert json.loads((out / MANIFEST).read_text())["run_id"] == "R2"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["results"]
+
+
+def test_an_interrupted_first_run_leaves_no_empty_folders(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        with staged_run(tmp_path / "results" / "run"):
+            raise KeyboardInterrupt
+    assert list(tmp_path.iterdir()) == []

@@ -348,19 +348,19 @@ def test_bench_gemm_rejects_an_unknown_mode():
     ("block_m=64,block_n=128,block_k=128",
      dict(block_m=64, block_n=128, block_k=128, num_warps=4, num_stages=3, split_k=1,
           group_m=8, use_workspace=False, use_tma=False, fused_fixup=True, use_pdl=False,
-          swap_ab=False, prefetch_k=0)),
+          swap_ab=False, prefetch_k=0, warp_specialized=False)),
     ('{"block_m": 64, "block_n": 64, "block_k": 128, "split_k": 2, "use_workspace": true}',
      dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=2,
           group_m=8, use_workspace=True, use_tma=False, fused_fixup=True, use_pdl=False,
-          swap_ab=False, prefetch_k=0)),
+          swap_ab=False, prefetch_k=0, warp_specialized=False)),
     ("block_m=64,block_n=64,block_k=128,split_k=2,use_workspace=1,fused_fixup=0,use_tma=1",
      dict(block_m=64, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=2,
           group_m=8, use_workspace=True, use_tma=True, fused_fixup=False, use_pdl=False,
-          swap_ab=False, prefetch_k=0)),
+          swap_ab=False, prefetch_k=0, warp_specialized=False)),
     ("block_m=16,block_n=64,block_k=128,use_tma=1,swap_ab=1,use_pdl=1",
      dict(block_m=16, block_n=64, block_k=128, num_warps=4, num_stages=3, split_k=1,
           group_m=8, use_workspace=False, use_tma=True, fused_fixup=True, use_pdl=True,
-          swap_ab=True, prefetch_k=0)),
+          swap_ab=True, prefetch_k=0, warp_specialized=False)),
 ], ids=["key-value", "json", "flags", "swap-pdl"])
 def test_parse_config_spec(spec, expected):
     assert parse_config_spec(spec) == expected

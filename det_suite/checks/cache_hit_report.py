@@ -50,6 +50,9 @@ def verdict_lines(result: CacheHitResult) -> list[str]:
             lines.append(f"control (stock mode): exact in all {len(stock)} comparisons: the "
                          "control did NOT reproduce here, so this run shows no difference "
                          "that det mode fixes.")
+    for arm, counts in result.routing.items():
+        lines.append(f"routing {arm}: {counts['det_suite']} linear layers to det-suite, "
+                     f"{counts['upstream']} upstream")
     for reason in result.skipped:
         lines.append(f"not run: {reason}")
     return lines
@@ -70,6 +73,7 @@ def write_report(result: CacheHitResult, out_dir, environment: dict | None = Non
                "det_exact": result.det_exact if result.rows("det") else None,
                "control_reproduced": result.control_reproduced,
                "exit_code": result.exit_code, "skipped": result.skipped,
+               "routing": result.routing,
                "verdict": verdict_lines(result),
                "comparisons": [asdict(c) for c in result.comparisons]}
     if environment is not None:

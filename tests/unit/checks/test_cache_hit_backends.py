@@ -24,7 +24,13 @@ SAMPLING_KEYS = {"max_new_tokens", "temperature", "ignore_eos"}
 def engine_routes(backend):
     """An embedded backend behind SGLang's native endpoints, SGLang's conventions kept: a
     window starting at logprob_start_len whose first entry is None, unknown sampling keys
-    refused with 400."""
+    refused with 400, ids >= vocab_size - 1 echoed as 0 (its logprob processor's clip)."""
+    from det_suite.backends.sglang.backend import model_vocab
+    vocab = model_vocab(TINY)
+
+    def echo(t):
+        return t if t < vocab - 1 else 0
+
     def generate(query, body):
         params = body["sampling_params"]
         unknown = {k for p in params for k in p} - SAMPLING_KEYS
@@ -41,8 +47,9 @@ def engine_routes(backend):
             items.append({"text": "", "output_ids": list(done.output_ids), "meta_info": {
                 "prompt_tokens": len(prompt), "completion_tokens": len(done.output_ids),
                 "cached_tokens": done.cached_tokens,
-                "input_token_logprobs": [[None, prompt[start], None]] + [
-                    [lp, t, None] for lp, t in zip(done.logprobs[:scored], prompt[start + 1:])],
+                "input_token_logprobs": [[None, echo(prompt[start]), None]] + [
+                    [lp, echo(t), None]
+                    for lp, t in zip(done.logprobs[:scored], prompt[start + 1:])],
                 "output_token_logprobs": [[lp, t, None] for lp, t in
                                           zip(done.logprobs[scored:], done.output_ids)]}})
         return 200, items

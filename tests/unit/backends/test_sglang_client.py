@@ -262,6 +262,8 @@ def test_a_real_zero_where_the_prompt_holds_another_id_still_fails_with_the_voca
 
 @pytest.mark.sglang
 def test_every_body_passes_sglangs_own_contract_check():
+    from tests.unit.backends import real_sglang
+    real_sglang.import_sglang()
     from sglang.srt.entrypoints.api_contract import generate_contract_error
 
     for requests in (REQUESTS, REQUESTS[:1], [Request((1,), 4, logprobs_from=0)]):

@@ -21,6 +21,7 @@ from det_suite.models.synthetic_linear import make_activations, make_fp8_linear
 from det_suite.ops import fp8_linear
 from det_suite.ops.dispatch import OTHER_ARCH_ENV, Fp8Route
 from det_suite.platform.family import ARCH_OVERRIDE_ENV
+from tests.unit.backends import real_sglang
 
 FAKE_VERSION = "9.9.9-fake"
 N, K, M = 16, 32, 3
@@ -395,12 +396,14 @@ def test_drift_at_run_time_fails_the_call(hooked, device, broken, names):
 
 @pytest.mark.sglang
 def test_real_sglang_has_every_target():
+    real_sglang.import_sglang()
     registry, hook_type, method_class = plugin.check_targets()
     assert method_class.__name__ == "ModelOptFp8LinearMethod"
 
 
 @pytest.mark.sglang
 def test_real_sglang_hook_goes_live(monkeypatch):
+    real_sglang.import_sglang()
     from sglang.srt.plugins.hook_registry import HookRegistry
 
     method_class = pkgutil.resolve_name(plugin.METHOD_CLASS)

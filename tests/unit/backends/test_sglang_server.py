@@ -329,16 +329,5 @@ def test_a_synthetic_model_is_written_once_for_the_server(tmp_path):
     assert model_vocab(path) == model_vocab("synthetic:tiny?seed=0") > 0
 
 
-# -- against the real SGLang -------------------------------------------------------------------
-
-@pytest.mark.sglang
-@pytest.mark.parametrize("options", [pytest.param({}, id="defaults"),
-                                     pytest.param({"cuda_graph": False, "page_size": 16,
-                                                   "chunked_prefill_size": 256}, id="options")])
-def test_sglangs_own_parser_accepts_the_command(options):
-    from sglang.srt.server_args import prepare_server_args
-
-    cmd = server_command(ServerSettings("Qwen/Qwen3-8B-FP8", **options), 31000)
-    args = prepare_server_args(cmd[3:])
-    assert args.enable_deterministic_inference and args.attention_backend == "triton"
-    assert args.port == 31000 and args.tp_size == 1
+# Against the real SGLang: its parser on every command line the launcher builds is in
+# test_sglang_real.py (a synthetic checkpoint; a hub id would need the network).

@@ -49,9 +49,16 @@ def run(args) -> int:
     backend = open_backend("embedded", args.model, mode=args.mode, cuda_graph=args.cuda_graph,
                            device=device, checkpoint=checkpoint, page_size=args.page_size,
                            num_pages=None if device != "cpu" else 512)
+    from det_suite.gsm8k.prompts import load_tokenizer, stop_ids
+    try:
+        tokenizer = load_tokenizer(checkpoint)
+    except ValueError:
+        tokenizer = None  # input_ids only
+    stops = stop_ids(tokenizer, checkpoint) if tokenizer is not None else ()
     try:
         server = EngineServer(backend, vocab=int(checkpoint.config.vocab_size),
-                              model=args.model, host=args.host, port=args.port)
+                              model=args.model, host=args.host, port=args.port,
+                              tokenizer=tokenizer, stops=stops)
     except OSError as exc:
         print(f"serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
         return 2

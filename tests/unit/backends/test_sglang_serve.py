@@ -33,15 +33,18 @@ class Echoing:
 
 def test_every_body_the_client_sends_parses_back_to_its_requests():
     requests = [Request((5, 6, 7, 8, 9), 2, logprobs_from=3), Request((1, 2, 3), 1)]
-    assert parse_body(generate_body(requests)) == [
-        requests[0], Request((1, 2, 3), 1, logprobs_from=1)]
+    asks = parse_body(generate_body(requests))
+    assert [a.request for a in asks] == [requests[0], Request((1, 2, 3), 1, logprobs_from=1)]
+    assert all(a.logprobs and not a.stop_at_eos for a in asks)
 
 
 @pytest.mark.parametrize("change, match", [
     (lambda b: b["sampling_params"][0].update(temperature=0.7), "only greedy"),
     (lambda b: b["sampling_params"][0].update(top_p=0.9), "unknown field `top_p`"),
-    (lambda b: b.update(stream=True), "unknown field `stream`"),
-    (lambda b: b.update(return_logprob=False), "return_logprob"),
+    (lambda b: b.update(top_logprobs_num=5), "unknown field `top_logprobs_num`"),
+    (lambda b: b.update(stream=True), "does not stream"),
+    (lambda b: b["sampling_params"][0].update(frequency_penalty=0.5), "no penalties"),
+    (lambda b: b.update(text="hello"), "exactly one of input_ids and text"),
 ])
 def test_a_request_outside_the_subset_is_refused_by_name(change, match):
     body = generate_body([Request((1, 2, 3), 1)])
@@ -53,6 +56,33 @@ def test_a_request_outside_the_subset_is_refused_by_name(change, match):
 def test_the_last_vocabulary_id_is_echoed_as_sglang_does():
     (item,) = generate(Echoing(), 10, generate_body([Request((5, 9, 3), 1, logprobs_from=1)]))
     assert [e[1] for e in item["meta_info"]["input_token_logprobs"]] == [5, 0, 3]
+
+
+class Tokens:
+    """A tokenizer stand-in: a character per id."""
+
+    def __call__(self, text, add_special_tokens=False):
+        return {"input_ids": [ord(c) % 50 for c in text]}
+
+    def decode(self, ids, skip_special_tokens=True):
+        return "".join(chr(65 + i % 26) for i in ids)
+
+
+def test_text_prompts_and_stopping_at_eos_answer_as_sglang_does():
+    """What SGLang's test_deterministic.py sends: text, penalties 0, a seed, no ignore_eos."""
+    body = {"text": ["ab", "abc"], "stream": False, "return_logprob": False,
+            "sampling_params": {"temperature": 0.0, "max_new_tokens": 3, "sampling_seed": 42,
+                                "frequency_penalty": 0.0, "presence_penalty": 0.0}}
+
+    class StopsSecond(Echoing):
+        def generate(self, requests):
+            from det_suite.backends.interface import Completion
+            return [Completion(output_ids=(4, 7, 9), logprobs=(-1.0,) * (
+                len(r.prompt_ids) - r.logprobs_from + 3), cached_tokens=0) for r in requests]
+    items = generate(StopsSecond(), 50, body, tokenizer=Tokens(), stops=(7,))
+    assert [i["output_ids"] for i in items] == [[4, 7], [4, 7]]
+    assert items[0]["meta_info"]["finish_reason"] == {"type": "stop", "matched": 7}
+    assert items[0]["text"] == "EH" and "input_token_logprobs" not in items[0]["meta_info"]
 
 
 def test_http_400_names_the_refused_field():

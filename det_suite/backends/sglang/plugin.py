@@ -11,8 +11,9 @@ hooks go on `ModelOptFp8LinearMethod`:
   hold one per-tensor weight scale (or a per-channel one whose entries are all equal,
   proven at load) and input scale and the activations be BF16/FP16, else upstream serves
   it and the log says why. Each linear layer's decision is counted; with
-  DET_SUITE_SGLANG_ROUTING_DIR set, each process writes its counts there. The weight SGLang keeps after loading is the (K, N) view of an [N, K] tensor,
-  passed to `fp8_linear` as such (weight_layout="kn").
+  DET_SUITE_SGLANG_ROUTING_DIR set, each process writes its counts there. The weight
+  SGLang keeps after loading is the (K, N) view of an [N, K] tensor, passed to
+  `fp8_linear` as such (weight_layout="kn").
 - AFTER `process_weights_after_loading`: the self-check. SGLang applies hooks after the
   plugins ran and only logs a hook that failed to apply, so once per process, with the
   model loading, the plugin calls the patched `apply` with a probe only its own hook

@@ -13,6 +13,7 @@ Real: SGLang's plugin loader and hook registry, `ModelOptFp8Config` and
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import pkgutil
 import types
@@ -261,3 +262,27 @@ def test_generate_req_input_normalises_every_body_the_client_sends():
         assert req.batch_size == len(batch)
         assert req.logprob_start_len == [max(r.logprobs_from, 1) - 1 for r in batch]
         assert all(p["temperature"] == 0.0 for p in req.sampling_params)
+
+
+# -- SGLang's own client against det-suite serve ---------------------------------------------
+
+def test_sglangs_own_deterministic_test_talks_to_det_suite_serve():
+    """The wheel's test/test_deterministic.py (single mode: one text prompt in batches of
+    1..n) against `det-suite serve`; a scripted backend stands in for the engine, so this
+    proves the protocol, not determinism (docs/sglang.md: the run on the tiny engine)."""
+    real_sglang.import_sglang()
+    from sglang.test import test_deterministic as sglang_test
+
+    from det_suite.backends.sglang.serve import EngineServer
+    from tests.unit.backends.test_sglang_serve import Echoing, Tokens
+
+    with EngineServer(Echoing(), vocab=50, model="scripted", tokenizer=Tokens(),
+                      stops=(49,)) as server:
+        host, port = server.url.removeprefix("http://").rsplit(":", 1)
+        args = sglang_test.BenchArgs(host=host, port=int(port), n_trials=3,
+                                     max_new_tokens=4, test_mode="single")
+        assert sglang_test.test_deterministic(args) == [1]
+        full = sglang_test.send_single(dataclasses.replace(args, return_logprob=True),
+                                       input_ids=[3, 4, 5], max_new_tokens=2,
+                                       return_full_response=True)
+    assert full["output_ids"] == [1, 1] and len(full["meta_info"]["output_token_logprobs"]) == 2

@@ -99,11 +99,15 @@ _PROBE_REPLY = object()
 # -- SGLang's surface, checked -----------------------------------------------------------------
 
 def sglang_version() -> str:
+    """The imported sglang's version (the code that runs), else the installed one."""
+    loaded = getattr(sys.modules.get("sglang"), "__version__", None)
+    if loaded:
+        return str(loaded)
     try:
         from importlib.metadata import PackageNotFoundError, version
         return version("sglang")
     except PackageNotFoundError:
-        return str(getattr(sys.modules.get("sglang"), "__version__", "unknown"))
+        return "unknown"
 
 
 def _drift(problem: str) -> PluginDriftError:

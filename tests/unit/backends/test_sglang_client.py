@@ -250,12 +250,18 @@ def test_without_the_vocab_the_echoed_zero_is_a_moved_window():
         parse_completion(request, item)
 
 
-def test_a_real_zero_where_the_prompt_holds_another_id_still_fails_with_the_vocab():
-    request = Request((5, 8), 1, logprobs_from=1)
-    item = sglang_item(request, output_ids=[3], input_lps=[-1.0], output_lps=[-2.0], cached=0)
-    item["meta_info"]["input_token_logprobs"][1][1] = 0
-    with pytest.raises(SGLangResponseError, match="window moved"):
-        parse_completion(request, item, vocab_size=10)
+def test_a_zero_where_the_prompt_holds_any_other_id_still_fails_with_the_vocab():
+    """Only vocab_size - 1 is echoed as 0: every other id (1 .. vocab_size - 2) must match."""
+    failed = 0
+    for token in range(1, 9):
+        request = Request((5, token), 1, logprobs_from=1)
+        item = sglang_item(request, output_ids=[3], input_lps=[-1.0], output_lps=[-2.0],
+                           cached=0)
+        item["meta_info"]["input_token_logprobs"][1][1] = 0
+        with pytest.raises(SGLangResponseError, match="window moved"):
+            parse_completion(request, item, vocab_size=10)
+        failed += 1
+    assert failed == 8
 
 
 # -- against the real SGLang -----------------------------------------------------------------

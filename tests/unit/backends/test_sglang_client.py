@@ -270,7 +270,10 @@ def test_a_zero_where_the_prompt_holds_any_other_id_still_fails_with_the_vocab()
 def test_every_body_passes_sglangs_own_contract_check():
     from tests.unit.backends import real_sglang
     real_sglang.import_sglang()
-    from sglang.srt.entrypoints.api_contract import generate_contract_error
+    # The contract module came after 0.5.18 (the extra's floor): not run there.
+    contract = pytest.importorskip("sglang.srt.entrypoints.api_contract",
+                                   reason="this sglang has no request contract module")
+    generate_contract_error = contract.generate_contract_error
 
     for requests in (REQUESTS, REQUESTS[:1], [Request((1,), 4, logprobs_from=0)]):
         assert generate_contract_error(generate_body(requests)) is None

@@ -218,6 +218,7 @@ def _processed(prompt, start, vocab, values):
         model_config=types.SimpleNamespace(vocab_size=vocab))
     req = types.SimpleNamespace(origin_input_ids=list(prompt), logprob_start_len=start,
                                 is_prefill_only=False, token_indices_to_pool=None,
+                                multi_item_delimiter_indices=None,  # 0.5.18's field
                                 logprob=types.SimpleNamespace())
     processor._process_input_token_logprobs(req, list(values))
     return [[v, i, None] for v, i in zip(req.logprob.input_token_logprobs_val,
@@ -226,8 +227,7 @@ def _processed(prompt, start, vocab, values):
 
 @pytest.mark.parametrize("prompt", [pytest.param((5, 258, 7, 258), id="holds-vocab-minus-1"),
                                     pytest.param((5, 6, 7, 8), id="ordinary")])
-def test_parse_completion_reads_what_the_real_logprob_processor_writes(prompt):
-    real_sglang.import_sglang()
+def test_parse_completion_reads_what_the_real_logprob_processor_writes(prompt, published):
     vocab, request = 259, Request(prompt, 1, logprobs_from=1)
     start = max(request.logprobs_from, 1) - 1
     # The forward pass scores positions start+1.. plus the sampled one (dropped by SGLang).
@@ -239,8 +239,8 @@ def test_parse_completion_reads_what_the_real_logprob_processor_writes(prompt):
     assert done.logprobs == (-1.0, -2.0, -3.0, -4.0)
 
 
-def test_control_without_the_vocab_the_echo_of_vocab_minus_1_fails():
-    real_sglang.import_sglang()
+def test_control_without_the_vocab_the_echo_of_vocab_minus_1_fails(published):
+    """(published: the processor reads the runtime context's feature flags.)"""
     request = Request((5, 258), 1, logprobs_from=1)
     entries = _processed(request.prompt_ids, 0, 259, [-1.0, -9.0])
     assert [e[1] for e in entries] == [5, 0]   # SGLang's clip, the reason for vocab_size

@@ -157,6 +157,9 @@ class CacheHitResult:
     comparisons: list[Comparison]
     seconds: float
     skipped: list[str]
+    # "mode/engine" -> the backend's routing counts, where it reports them (SGLang's det
+    # arm: linear layers routed to det-suite vs upstream).
+    routing: dict = field(default_factory=dict)
 
     def rows(self, mode: str) -> list[Comparison]:
         return [c for c in self.comparisons if c.mode == mode]
@@ -334,7 +337,7 @@ def run_cache_hit(settings: CacheHitSettings, *, backend_factory=None,
         backend_factory, vocab, device = FACTORIES[s.backend](s)
     if vocab is None:
         raise ValueError("vocab: required with a custom backend_factory")
-    comparisons, skipped = [], []
+    comparisons, skipped, routing = [], [], {}
     for mode in s.modes:
         base_colds, base_label = None, None
         for variant in s.variants:
@@ -343,6 +346,8 @@ def run_cache_hit(settings: CacheHitSettings, *, backend_factory=None,
                 say(f"  {mode:5} {variant.label:12} skipped: CUDA Graphs need a CUDA device")
                 continue
             backend = backend_factory(mode, variant)
+            if getattr(backend, "routing", None) is not None:
+                routing[f"{mode}/{variant.label}"] = backend.routing
             try:
                 rows, colds = run_engine_cases(backend, s, mode, variant.label, vocab, say)
             finally:
@@ -358,4 +363,5 @@ def run_cache_hit(settings: CacheHitSettings, *, backend_factory=None,
                                                needs_hit=False))
     payload = {k: v for k, v in asdict(s).items() if k != "progress"}
     return CacheHitResult(settings=payload, comparisons=comparisons,
-                          seconds=time.perf_counter() - started, skipped=skipped)
+                          seconds=time.perf_counter() - started, skipped=skipped,
+                          routing=routing)

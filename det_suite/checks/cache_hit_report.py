@@ -52,6 +52,9 @@ def verdict_lines(result: CacheHitResult) -> list[str]:
                          "control did NOT reproduce here, so this run shows no difference "
                          "that det mode fixes.")
     lines += _positive_control_lines(result)
+    for arm, counts in result.routing.items():
+        lines.append(f"routing {arm}: {counts['det_suite']} linear layers to det-suite, "
+                     f"{counts['upstream']} upstream")
     for reason in result.skipped:
         lines.append(f"not run: {reason}")
     return lines
@@ -91,6 +94,7 @@ def write_report(result: CacheHitResult, out_dir, environment: dict | None = Non
                "positive_control_flagged": result.control_flagged,
                "positive_control_differing": len(result.control_differences()),
                "exit_code": result.exit_code, "skipped": result.skipped,
+               "routing": result.routing,
                "verdict": verdict_lines(result),
                "comparisons": [asdict(c) for c in result.comparisons]}
     if environment is not None:

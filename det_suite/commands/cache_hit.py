@@ -157,8 +157,13 @@ def run(args) -> int:
     print(f"cache-hit: {settings.model} on {where}, modes {settings.modes}, "
           f"prefixes {settings.prefixes} x batches {settings.batches} x "
           f"{settings.repetitions} reps", flush=True)
+    from det_suite.backends.sglang.server import SGLangRoutingError
     try:
         result = run_cache_hit(settings)
+    except SGLangRoutingError as exc:
+        # The det arm is not what it claims: nothing was measured, so no verdict (exit 2).
+        print(f"cache-hit: {exc}", file=sys.stderr)
+        return 2
     except BackendError as exc:
         print(f"cache-hit: {settings.backend} backend failed: {exc}", file=sys.stderr)
         return 1

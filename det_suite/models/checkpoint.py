@@ -146,7 +146,11 @@ def config_dict(ckpt: Qwen3Checkpoint) -> dict:
     out["dtype"] = out["torch_dtype"] = "bfloat16"
     rope = getattr(ckpt.config, "rope_parameters", None) or {}
     out["rope_theta"] = rope.get("rope_theta", getattr(ckpt.config, "rope_theta", None))
-    out["quantization_config"] = {"quant_method": "modelopt", **ckpt.quant}
+    # SGLang prefers config.json's quantization_config and, in this flat form, reads only
+    # `ignore` (ModelOptFp8Config.from_config, 0.5.23); hf_quant_config.json's nested form
+    # reads `exclude_modules`. Both keys, same list: lm_head stays BF16 whichever is read.
+    out["quantization_config"] = {"quant_method": "modelopt", **ckpt.quant,
+                                  "ignore": list(ckpt.quant.get("exclude_modules") or [])}
     return out
 
 

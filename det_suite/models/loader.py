@@ -99,6 +99,15 @@ def read_quant(root: Path) -> dict:
         raise CheckpointError(f"{path}: unsupported kv_cache_quant_algo {kv_algo!r}; "
                               "expected null or 'FP8'")
     excluded = list(quant.get("exclude_modules") or [])
+    if path.name == "config.json" and "ignore" in quant:
+        # The flat form's `ignore` is what SGLang reads; both engines must load the same
+        # model, so a file that says two things is refused rather than read two ways.
+        ignore = list(quant.get("ignore") or [])
+        if "exclude_modules" in quant and ignore != excluded:
+            raise CheckpointError(f"{path}: quantization_config's ignore {ignore} and "
+                                  f"exclude_modules {excluded} disagree (SGLang reads ignore, "
+                                  "the nested hf_quant_config.json form exclude_modules)")
+        excluded = ignore
     if not any(fnmatch.fnmatch("lm_head", pattern) for pattern in excluded):
         raise CheckpointError(f"{path}: exclude_modules {excluded} does not keep lm_head in "
                               "BF16; det-suite runs a BF16 lm_head")

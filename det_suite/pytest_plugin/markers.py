@@ -36,7 +36,7 @@ MARKERS = {
     "sm120": "needs an SM12x GPU (compute capability 12.x); arch-specific assertions",
     "graph": "needs CUDA Graphs (a CUDA GPU, not the Triton interpreter)",
     "model": "needs transformers and safetensors (pip install 'det-suite[model]')",
-    "sglang": "needs sglang (pip install 'det-suite[sglang]')",
+    "sglang": "needs sglang (pip install 'det-suite[sglang]'; on a CPU: tox -e sglang-cpu)",
     "slow": "slow; skipped unless --run-slow, run automatically when a GPU is present",
     "perf": "timing; skipped unless --run-perf and a GPU is present",
 }
@@ -142,7 +142,8 @@ def requirement(marker: str, snap: hardware.Snapshot, settings: Settings) -> str
                                      "(pip install 'det-suite[model]')",
                                ("transformers", "safetensors"))
     if marker == "sglang":
-        return _needs_packages(snap, "sglang (pip install 'det-suite[sglang]')", ("sglang",))
+        return _needs_packages(snap, "sglang (pip install 'det-suite[sglang]'; on a CPU, "
+                                     "tox -e sglang-cpu installs the real wheel)", ("sglang",))
     if marker == "slow":
         if settings.run_slow or snap.gpu_usable:
             return None

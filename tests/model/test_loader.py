@@ -76,6 +76,16 @@ def _quant(key, value):
                                    lambda q: q["quantization"].__setitem__(key, value))
 
 
+def _flat_quant(key, value):
+    """Only config.json's flat quantization_config, with `key` set (the layout of a
+    published checkpoint without hf_quant_config.json)."""
+    def tamper(root):
+        (root / "hf_quant_config.json").unlink()
+        return _edit_json(root, "config.json",
+                          lambda c: c["quantization_config"].__setitem__(key, value))
+    return tamper
+
+
 def _architecture(root):
     def edit(config):
         config["architectures"], config["model_type"] = ["LlamaForCausalLM"], "llama"
@@ -164,6 +174,8 @@ BAD = [
     ("kv-fp8-without-scales",
      lambda root: _quant("kv_cache_quant_algo", "FP8")(root) and "model.safetensors.index.json",
      "model.layers.0.self_attn.k_proj.k_scale", "missing tensor"),
+    ("flat-ignore-disagrees", _flat_quant("ignore", []), "ignore [] and exclude_modules",
+     "disagree"),
     ("architecture-llama", _architecture, "LlamaForCausalLM", "unsupported architecture"),
     ("no-config", _delete("config.json"), "config.json", "missing"),
     ("truncated-shard", _truncate_shard_holding(f"{DOWN1}.weight", lambda n: n - 100),
@@ -189,6 +201,16 @@ def test_a_bad_checkpoint_fails_naming_file_and_tensor(sharded_copy, tamper, nam
         load_checkpoint(sharded_copy)
     message = str(error.value)
     assert file in message and names in message and what in message, message
+
+
+def test_config_json_alone_is_read_as_sglang_reads_it(sharded_copy):
+    """Without hf_quant_config.json the flat form's `ignore` decides, as in SGLang."""
+    from det_suite.models.loader import read_quant
+    _flat_quant("exclude_modules", ["lm_head"])(sharded_copy)
+    assert read_quant(sharded_copy)["exclude_modules"] == ["lm_head"]
+    _edit_json(sharded_copy, "config.json",
+               lambda c: c["quantization_config"].pop("exclude_modules"))
+    assert read_quant(sharded_copy)["exclude_modules"] == ["lm_head"]
 
 
 def test_checkpoint_error_is_a_value_error():

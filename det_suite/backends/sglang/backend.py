@@ -85,12 +85,16 @@ class SGLangBackend:
         if mode not in MODES:
             raise ValueError(f"mode: expected one of {', '.join(MODES)}, got {mode!r}")
         self.mode, self.model, self.server = mode, model, None
+        # The det arm's routing counts for a server det-suite booted (None: not booted here,
+        # or the stock arm, whose plugin is not loaded).
+        self.routing: dict | None = None
         progress = progress or (lambda _line: None)
         if url is not None:
             if server_options or chunk_size is not None or page_size is not None:
                 raise ValueError("url: a running server's settings are its own; got launch "
                                  f"options {sorted(server_options) or ['chunk_size/page_size']}")
-            self.client = SGLangClient(url, timeout=request_timeout)
+            self.client = SGLangClient(url, timeout=request_timeout,
+                                       vocab_size=model_vocab(model))
             if not self.client.healthy():
                 raise SGLangConnectionError(f"url: no healthy SGLang server at {url} "
                                             "(GET /health failed)")
@@ -105,7 +109,9 @@ class SGLangBackend:
             cuda_graph=cuda_graph, chunked_prefill_size=chunk_size, page_size=page_size,
             log_path=str(work / f"sglang-{mode}-{label}.log"), **server_options)
         self.server = SGLangServer(settings, progress=progress).start()
-        self.client = SGLangClient(self.server.url, timeout=request_timeout)
+        self.routing = self.server.routing
+        self.client = SGLangClient(self.server.url, timeout=request_timeout,
+                                   vocab_size=model_vocab(model))
         self.name = f"sglang:{mode}:{label}"
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:

@@ -99,8 +99,21 @@ def _entries(meta: dict, key: str, where: str) -> list:
     return entries
 
 
-def parse_completion(request: Request, item: dict, index: int = 0) -> Completion:
-    """One element of a `/generate` response, checked against the request it answers."""
+def echoed_ids(prompt: Sequence[int], vocab_size: int | None) -> list[int]:
+    """The prompt ids as SGLang echoes them in input_token_logprobs. Its logprob processor
+    (0.5.23, logprob_result_processor.py) prints every id >= vocab_size - 1 as 0, a clip
+    meant for multimodal hash ids; the logprob beside it is still the real token's (the
+    scored ids are clamped to vocab_size - 1, which leaves vocab_size - 1 itself alone)."""
+    if vocab_size is None:
+        return list(prompt)
+    return [t if t < vocab_size - 1 else 0 for t in prompt]
+
+
+def parse_completion(request: Request, item: dict, index: int = 0, *,
+                     vocab_size: int | None = None) -> Completion:
+    """One element of a `/generate` response, checked against the request it answers.
+    `vocab_size`: the model's, so SGLang's echo of id vocab_size - 1 as 0 is expected;
+    without it a prompt holding that id fails the window check."""
     where = f"response[{index}]"
     if not isinstance(item, dict) or not isinstance(item.get("meta_info"), dict):
         raise SGLangResponseError(f"{where}: expected an object with meta_info, got "
@@ -116,11 +129,14 @@ def parse_completion(request: Request, item: dict, index: int = 0) -> Completion
     prompt = list(request.prompt_ids)
     inputs = _entries(meta, "input_token_logprobs", where)
     outputs = _entries(meta, "output_token_logprobs", where)
-    if [e[1] for e in inputs] != prompt[start:]:
+    expected = echoed_ids(prompt[start:], vocab_size)
+    if [e[1] for e in inputs] != expected:
         raise SGLangResponseError(
             f"{where}: input_token_logprobs name tokens {[e[1] for e in inputs][:8]}..., "
-            f"expected the prompt from position {start}: {prompt[start:start + 8]}... (SGLang's "
-            "logprob window moved?)")
+            f"expected the prompt from position {start} as SGLang echoes it: {expected[:8]}... "
+            "(SGLang's logprob window moved?" + (")" if vocab_size is not None else
+                                                  "; or no vocab_size was given and the "
+                                                  "prompt holds vocab_size - 1)"))
     if inputs[0][0] is not None or any(e[0] is None for e in inputs[1:]):
         raise SGLangResponseError(f"{where}: expected None only at the first of the "
                                   f"input_token_logprobs (position {start}), got "
@@ -137,21 +153,24 @@ def parse_completion(request: Request, item: dict, index: int = 0) -> Completion
                       cached_tokens=cached)
 
 
-def parse_generate(requests: Sequence[Request], payload) -> list[Completion]:
+def parse_generate(requests: Sequence[Request], payload, *,
+                   vocab_size: int | None = None) -> list[Completion]:
     items = payload if isinstance(payload, list) else [payload]
     if len(items) != len(requests):
         raise SGLangResponseError(f"/generate answered {len(items)} items for "
                                   f"{len(requests)} requests")
-    return [parse_completion(r, item, i) for i, (r, item) in enumerate(zip(requests, items))]
+    return [parse_completion(r, item, i, vocab_size=vocab_size)
+            for i, (r, item) in enumerate(zip(requests, items))]
 
 
 # -- the client --------------------------------------------------------------------------------
 
 class SGLangClient:
-    """`url`: http(s)://host:port of a running server. `timeout`: seconds per request."""
+    """`url`: http(s)://host:port of a running server. `timeout`: seconds per request.
+    `vocab_size`: the served model's (see `parse_completion`)."""
 
     def __init__(self, url: str, *, timeout: float = 600.0, retries: int = 3,
-                 backoff: float = 1.0) -> None:
+                 backoff: float = 1.0, vocab_size: int | None = None) -> None:
         parts = urlsplit(url if isinstance(url, str) else "")
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise ValueError(f"url: expected http://HOST:PORT, got {url!r}")
@@ -160,6 +179,7 @@ class SGLangClient:
                              f"{timeout!r}/{retries!r}")
         self.url = url.rstrip("/")
         self.timeout, self.retries, self.backoff = timeout, retries, backoff
+        self.vocab_size = vocab_size
         # A proxy configured for the outside world must not swallow a local server.
         handlers = [urllib.request.ProxyHandler({})] if parts.hostname in LOOPBACK else []
         self._opener = urllib.request.build_opener(*handlers)
@@ -199,7 +219,8 @@ class SGLangClient:
 
     def generate(self, requests: Sequence[Request]) -> list[Completion]:
         body = generate_body(requests)
-        return parse_generate(requests, self._json("POST", "/generate", body))
+        return parse_generate(requests, self._json("POST", "/generate", body),
+                              vocab_size=self.vocab_size)
 
     def flush_cache(self, wait: float = 60.0) -> None:
         """Empty the prefix cache. SGLang refuses (HTTP 400) while requests run; `wait` lets

@@ -8,9 +8,12 @@ hooks go on `ModelOptFp8LinearMethod`:
 - AROUND `apply(self, layer, x, bias=None)`: `det_suite.ops.dispatch.select_fp8_route` decides
   (forced Marlin and normal mode stay upstream; deterministic mode on SM12x, or on another
   family when DET_SUITE_FP8_OTHER_ARCH=det_suite, goes to det-suite), then the layer must
-  hold one per-tensor weight scale and input scale and the activations be BF16/FP16, else
-  upstream serves it and the log says why. The weight SGLang keeps after loading is the (K, N) view of an [N, K] tensor,
-  passed to `fp8_linear` as such (weight_layout="kn").
+  hold one per-tensor weight scale (or a per-channel one whose entries are all equal,
+  proven at load) and input scale and the activations be BF16/FP16, else upstream serves
+  it and the log says why. Each linear layer's decision is counted; with
+  DET_SUITE_SGLANG_ROUTING_DIR set, each process writes its counts there. The weight
+  SGLang keeps after loading is the (K, N) view of an [N, K] tensor, passed to
+  `fp8_linear` as such (weight_layout="kn").
 - AFTER `process_weights_after_loading`: the self-check. SGLang applies hooks after the
   plugins ran and only logs a hook that failed to apply, so once per process, with the
   model loading, the plugin calls the patched `apply` with a probe only its own hook
@@ -56,10 +59,14 @@ RUNTIME_CONTEXT = "sglang.srt.runtime_context"
 APPLY_PARAMETERS = ("self", "layer", "x", "bias")
 
 STRICT_ENV = "DET_SUITE_SGLANG_STRICT"
+# A folder the launcher makes empty for each boot: every process writes its routing counts
+# there (routing-<pid>.json), so one boot's counts never satisfy another's check.
+ROUTING_DIR_ENV = "DET_SUITE_SGLANG_ROUTING_DIR"
 LOG_PREFIX = "det-suite sglang plugin:"
 LIVE_MARK = f"{LOG_PREFIX} hook live"
 
 _ROUTE_ATTR = "_det_suite_route"
+_SCALAR_SCALE_ATTR = "_det_suite_scalar_weight_scale"
 
 
 class PluginDriftError(RuntimeError):
@@ -74,6 +81,8 @@ class PluginNotLiveError(RuntimeError):
 class _ProcessState:
     announced: set = field(default_factory=set)
     live: bool = False
+    # id(layer) -> (route, reason) of its latest decision: one entry per linear layer.
+    layers: dict = field(default_factory=dict)
 
 
 _state = _ProcessState()
@@ -90,11 +99,15 @@ _PROBE_REPLY = object()
 # -- SGLang's surface, checked -----------------------------------------------------------------
 
 def sglang_version() -> str:
+    """The imported sglang's version (the code that runs), else the installed one."""
+    loaded = getattr(sys.modules.get("sglang"), "__version__", None)
+    if loaded:
+        return str(loaded)
     try:
         from importlib.metadata import PackageNotFoundError, version
         return version("sglang")
     except PackageNotFoundError:
-        return str(getattr(sys.modules.get("sglang"), "__version__", "unknown"))
+        return "unknown"
 
 
 def _drift(problem: str) -> PluginDriftError:
@@ -182,12 +195,25 @@ def per_tensor_problem(layer) -> str | None:
         scale = getattr(layer, name, None)
         if not isinstance(scale, torch.Tensor):
             return f"it has no {name}"
-        if scale.numel() != 1 or scale.dim() > 1:
-            return (f"its {name} has shape {tuple(scale.shape)}, not one per-tensor value "
-                    "(SGLang keeps a per-output-channel weight_scale when CUTLASS serves the "
-                    "layer without FlashInfer's BMM), and det-suite's op takes a per-tensor "
-                    "scale")
+        if scale.numel() == 1 and scale.dim() <= 1:
+            continue
+        if name == "weight_scale" and layer.__dict__.get(_SCALAR_SCALE_ATTR) is not None:
+            continue  # a broadcast of one value, proven when the weights loaded
+        return (f"its {name} has shape {tuple(scale.shape)}, not one per-tensor value "
+                "nor a broadcast of one (SGLang keeps a per-output-channel weight_scale "
+                "when CUTLASS serves the layer without FlashInfer's BMM), and det-suite's "
+                "op takes a per-tensor scale")
     return None
+
+
+def broadcast_scalar(scale) -> torch.Tensor | None:
+    """The one value of a per-channel scale whose entries are all equal (SGLang's
+    requantize-with-max-scale then convert-to-channelwise writes exactly that), as a
+    1-element view; None otherwise. Reads the device: call it outside graph capture."""
+    if not isinstance(scale, torch.Tensor) or scale.numel() < 2:
+        return None
+    flat = scale.reshape(-1)
+    return flat[:1] if bool(torch.all(flat == flat[0])) else None
 
 
 def decide(*, deterministic: bool, force_marlin: bool, layer, device) -> Decision:
@@ -233,7 +259,42 @@ def routing(method, layer, x) -> Decision:
                                                "serves this layer")
     setattr(layer, _ROUTE_ATTR, (key, decision))
     _announce(decision, deterministic)
+    _count(layer, decision, deterministic)
     return decision
+
+
+def routing_counts() -> dict:
+    """This process's decisions, one per linear layer: {"det_suite": n, "upstream": n,
+    "reasons": {reason: n}} for the layers that went upstream."""
+    routed = list(_state.layers.values())
+    reasons: dict[str, int] = {}
+    for route, reason in routed:
+        if route != Fp8Route.DET_SUITE.value:
+            reasons[reason] = reasons.get(reason, 0) + 1
+    return {"det_suite": sum(r == Fp8Route.DET_SUITE.value for r, _ in routed),
+            "upstream": sum(r != Fp8Route.DET_SUITE.value for r, _ in routed),
+            "reasons": reasons}
+
+
+def _count(layer, decision: Decision, deterministic: bool) -> None:
+    entry = (decision.route.value, decision.reason)
+    if _state.layers.get(id(layer)) == entry:
+        return
+    _state.layers[id(layer)] = entry
+    folder = os.environ.get(ROUTING_DIR_ENV)
+    if not folder:
+        return
+    import json
+    from pathlib import Path
+
+    payload = {"pid": os.getpid(), "deterministic": deterministic, **routing_counts()}
+    path = Path(folder) / f"routing-{os.getpid()}.json"
+    try:  # written whole, then renamed: a reader never sees half a file
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(payload, sort_keys=True))
+        os.replace(tmp, path)
+    except OSError as exc:
+        logger.error("%s cannot write routing counts to %s: %s", LOG_PREFIX, path, exc)
 
 
 # -- the hooks ---------------------------------------------------------------------------------
@@ -243,8 +304,9 @@ def around_apply(original, method, layer, x, bias=None):
         return _PROBE_REPLY
     if routing(method, layer, x).route is Fp8Route.DET_SUITE:
         from det_suite.ops.linear import fp8_linear
-        return fp8_linear(x, layer.weight, layer.weight_scale, layer.input_scale, bias,
-                          weight_layout="kn")
+        scale = layer.__dict__.get(_SCALAR_SCALE_ATTR)
+        return fp8_linear(x, layer.weight, layer.weight_scale if scale is None else scale,
+                          layer.input_scale, bias, weight_layout="kn")
     return original(method, layer, x, bias)
 
 
@@ -299,8 +361,11 @@ def _validate_routed_scales(method, layer) -> None:
         return
     from det_suite.ops.validation import validate_scale
     for name in ("input_scale", "weight_scale"):
+        scale = getattr(layer, name)
+        if name == "weight_scale" and layer.__dict__.get(_SCALAR_SCALE_ATTR) is not None:
+            scale = layer.__dict__[_SCALAR_SCALE_ATTR]
         try:
-            validate_scale(getattr(layer, name), name)
+            validate_scale(scale, name)
         except ValueError as exc:
             raise ValueError(f"{LOG_PREFIX} a ModelOpt FP8 layer routed to det-suite's kernel "
                              f"has a bad scale: {exc}") from None
@@ -308,6 +373,10 @@ def _validate_routed_scales(method, layer) -> None:
 
 def after_weights_loaded(result, method, layer):
     layer.__dict__.pop(_ROUTE_ATTR, None)  # its tensors were just replaced
+    layer.__dict__.pop(_SCALAR_SCALE_ATTR, None)
+    scalar = broadcast_scalar(getattr(layer, "weight_scale", None))
+    if scalar is not None:
+        layer.__dict__[_SCALAR_SCALE_ATTR] = scalar
     verify_live()
     _validate_routed_scales(method, layer)
     return result

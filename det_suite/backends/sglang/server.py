@@ -29,7 +29,9 @@ from pathlib import Path
 
 from det_suite.backends.sglang.client import SGLangClient, SGLangError
 from det_suite.backends.sglang.plugin import ENTRY_POINT_GROUP, ENTRY_POINT_NAME, LIVE_MARK, \
-    STRICT_ENV
+    ROUTING_DIR_ENV, STRICT_ENV
+from det_suite.ops.dispatch import OTHER_ARCH_ENV, Fp8Route
+from det_suite.platform.interpreter import environment_without_interpreter
 
 PLUGINS_ENV = "SGLANG_PLUGINS"
 # An entry-point name nothing registers: SGLANG_PLUGINS="" would load every plugin.
@@ -46,6 +48,11 @@ class SGLangServerError(SGLangError):
 
 class SGLangServerTimeout(SGLangServerError, TimeoutError):
     pass
+
+
+class SGLangRoutingError(SGLangServerError):
+    """The det-suite arm served, but its plugin routed no linear layer (or not every one)
+    to det-suite's kernel: the arm is not what it claims (an environment problem, exit 2)."""
 
 
 @dataclass(frozen=True)
@@ -131,8 +138,13 @@ def plugins_value(plugin: bool, *, installed: list[str], inherited: str = "") ->
 
 
 def server_env(s: ServerSettings, base: dict[str, str] | None = None, *,
-               installed: list[str] | None = None) -> dict[str, str]:
-    env = dict(os.environ if base is None else base)
+               installed: list[str] | None = None,
+               routing_dir: str | None = None) -> dict[str, str]:
+    """The server's environment: this one without TRITON_INTERPRET (set for this process
+    when it saw no CUDA; the server is a GPU process, maybe another interpreter), the arm's
+    plugin list, and the routing policy for non-SM12x GPUs set explicitly per arm (the det
+    arm routes, the stock arm stays upstream), so neither depends on the caller's shell."""
+    env = environment_without_interpreter(dict(os.environ if base is None else base))
     if s.plugin and installed is not None and ENTRY_POINT_NAME not in installed:
         raise SGLangServerError(
             f"the plugin arm needs det-suite's entry point {ENTRY_POINT_NAME!r} in group "
@@ -142,12 +154,47 @@ def server_env(s: ServerSettings, base: dict[str, str] | None = None, *,
     env[PLUGINS_ENV] = plugins_value(
         s.plugin, installed=installed if installed is not None else installed_plugins(),
         inherited=env.get(PLUGINS_ENV, ""))
+    env.pop(ROUTING_DIR_ENV, None)
     if s.plugin:
         env[STRICT_ENV] = "1"
+        env[OTHER_ARCH_ENV] = Fp8Route.DET_SUITE.value
+        if routing_dir is not None:
+            env[ROUTING_DIR_ENV] = routing_dir
     else:
         env.pop(STRICT_ENV, None)
+        env[OTHER_ARCH_ENV] = Fp8Route.UPSTREAM.value
     env.update(dict(s.env))
     return env
+
+
+def read_routing(folder: Path) -> dict:
+    """The routing counts every process of one boot wrote, summed."""
+    import json
+
+    total = {"det_suite": 0, "upstream": 0, "reasons": {}, "processes": 0}
+    for path in sorted(Path(folder).glob("routing-*.json")):
+        counts = json.loads(path.read_text())
+        total["processes"] += 1
+        total["det_suite"] += int(counts.get("det_suite", 0))
+        total["upstream"] += int(counts.get("upstream", 0))
+        for reason, n in counts.get("reasons", {}).items():
+            total["reasons"][reason] = total["reasons"].get(reason, 0) + int(n)
+    return total
+
+
+def routing_problem(counts: dict) -> str | None:
+    """Why a det arm's counts do not back its claim, or None: every counted linear layer
+    went to det-suite, and at least one was counted."""
+    if counts["det_suite"] == 0:
+        return (f"det arm ran upstream kernels: no ModelOpt FP8 linear layer was routed to "
+                f"det-suite ({counts['upstream']} went upstream: "
+                f"{counts['reasons'] or 'none counted'}; is the model a ModelOpt static FP8 "
+                "checkpoint and deterministic inference on?)")
+    if counts["upstream"]:
+        return (f"det arm ran upstream kernels for {counts['upstream']} of "
+                f"{counts['upstream'] + counts['det_suite']} ModelOpt FP8 linear layers: "
+                f"{counts['reasons']}")
+    return None
 
 
 def log_tail(path: Path, lines: int = 40) -> str:
@@ -172,16 +219,26 @@ class SGLangServer:
         self.log_path = Path(settings.log_path or f"sglang-{settings.arm}-{self.port}.log")
         self.process: subprocess.Popen | None = None
         self._previous_sigterm = None
+        # This boot's routing counts (det arm); its own folder, emptied before each boot.
+        self.routing_dir = self.log_path.with_name(self.log_path.stem + ".routing")
+        self.routing: dict | None = None
+        self._log_start = 0
 
     # -- lifecycle ------------------------------------------------------------------------------
     def start(self) -> "SGLangServer":
         if self.process is not None:
             raise RuntimeError(f"server at {self.url} already started")
         s = self.settings
-        env = server_env(s, installed=installed_plugins() if s.python == sys.executable
-                         else None)
-        cmd = server_command(s, self.port)
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        if self.routing_dir.exists():
+            import shutil
+            shutil.rmtree(self.routing_dir)
+        self.routing_dir.mkdir(parents=True)
+        env = server_env(s, installed=installed_plugins() if s.python == sys.executable
+                         else None, routing_dir=str(self.routing_dir.resolve()))
+        cmd = server_command(s, self.port)
+        # The log is appended to across boots; only this boot's part is checked.
+        self._log_start = self.log_path.stat().st_size if self.log_path.exists() else 0
         self.progress(f"sglang: starting the {s.arm} arm on {self.url} "
                       f"({PLUGINS_ENV}={env[PLUGINS_ENV]}); log {self.log_path}")
         with open(self.log_path, "ab") as log:
@@ -279,8 +336,13 @@ class SGLangServer:
             raise self._fail(f"healthy, but /health_generate failed: {exc}") from None
         self.progress(f"sglang: {self.url} healthy after {time.monotonic() - started:.0f} s")
 
+    def boot_log(self) -> str:
+        with open(self.log_path, "rb") as log:
+            log.seek(self._log_start)
+            return log.read().decode(errors="replace")
+
     def _check_arm(self) -> None:
-        live = LIVE_MARK in self.log_path.read_text(errors="replace")
+        live = LIVE_MARK in self.boot_log()
         if self.settings.plugin and not live:
             raise self._fail(f"the det-suite arm's log has no '{LIVE_MARK}' line: the plugin "
                              "did not load or its hook is not live (is det-suite installed "
@@ -289,3 +351,11 @@ class SGLangServer:
         if not self.settings.plugin and live:
             raise self._fail(f"the upstream arm's log shows '{LIVE_MARK}': {PLUGINS_ENV} did "
                              "not exclude det-suite's plugin")
+        if self.settings.plugin:
+            self.routing = read_routing(self.routing_dir)
+            self.progress(f"sglang: det-suite arm routing: {self.routing['det_suite']} linear "
+                          f"layers to det-suite, {self.routing['upstream']} upstream "
+                          f"({self.routing['processes']} processes)")
+            problem = routing_problem(self.routing) if self.settings.deterministic else None
+            if problem is not None:
+                raise self._fail(problem, SGLangRoutingError)

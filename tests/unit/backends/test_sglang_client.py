@@ -224,11 +224,56 @@ def test_a_bad_url_is_refused(url):
         SGLangClient(url)
 
 
+# -- SGLang's echo of the last vocabulary id ---------------------------------------------------
+
+def _echo_last_id_as_zero(item, vocab):
+    for entry in item["meta_info"]["input_token_logprobs"]:
+        entry[1] = entry[1] if entry[1] < vocab - 1 else 0
+
+
+def test_the_last_vocabulary_id_echoed_as_zero_is_expected_given_the_vocab():
+    """SGLang 0.5.23 echoes prompt ids >= vocab_size - 1 as 0; their logprobs are kept."""
+    request = Request((5, 9, 6, 9), 1, logprobs_from=1)
+    item = sglang_item(request, output_ids=[3], input_lps=[-1.0, -2.0, -3.0],
+                       output_lps=[-4.0], cached=0)
+    _echo_last_id_as_zero(item, vocab=10)
+    assert [e[1] for e in item["meta_info"]["input_token_logprobs"]] == [5, 0, 6, 0]
+    done = parse_completion(request, item, vocab_size=10)
+    assert done.logprobs == (-1.0, -2.0, -3.0, -4.0)
+
+
+def test_without_the_vocab_the_echoed_zero_is_a_moved_window():
+    request = Request((5, 9), 1, logprobs_from=1)
+    item = sglang_item(request, output_ids=[3], input_lps=[-1.0], output_lps=[-2.0], cached=0)
+    _echo_last_id_as_zero(item, vocab=10)
+    with pytest.raises(SGLangResponseError, match="no vocab_size was given"):
+        parse_completion(request, item)
+
+
+def test_a_zero_where_the_prompt_holds_any_other_id_still_fails_with_the_vocab():
+    """Only vocab_size - 1 is echoed as 0: every other id (1 .. vocab_size - 2) must match."""
+    failed = 0
+    for token in range(1, 9):
+        request = Request((5, token), 1, logprobs_from=1)
+        item = sglang_item(request, output_ids=[3], input_lps=[-1.0], output_lps=[-2.0],
+                           cached=0)
+        item["meta_info"]["input_token_logprobs"][1][1] = 0
+        with pytest.raises(SGLangResponseError, match="window moved"):
+            parse_completion(request, item, vocab_size=10)
+        failed += 1
+    assert failed == 8
+
+
 # -- against the real SGLang -----------------------------------------------------------------
 
 @pytest.mark.sglang
 def test_every_body_passes_sglangs_own_contract_check():
-    from sglang.srt.entrypoints.api_contract import generate_contract_error
+    from tests.unit.backends import real_sglang
+    real_sglang.import_sglang()
+    # The contract module came after 0.5.18 (the extra's floor): not run there.
+    contract = pytest.importorskip("sglang.srt.entrypoints.api_contract",
+                                   reason="this sglang has no request contract module")
+    generate_contract_error = contract.generate_contract_error
 
     for requests in (REQUESTS, REQUESTS[:1], [Request((1,), 4, logprobs_from=0)]):
         assert generate_contract_error(generate_body(requests)) is None

@@ -21,6 +21,7 @@ from det_suite.models.synthetic_linear import make_activations, make_fp8_linear
 from det_suite.ops import fp8_linear
 from det_suite.ops.dispatch import OTHER_ARCH_ENV, Fp8Route
 from det_suite.platform.family import ARCH_OVERRIDE_ENV
+from tests.unit.backends import real_sglang
 
 FAKE_VERSION = "9.9.9-fake"
 N, K, M = 16, 32, 3
@@ -183,7 +184,7 @@ def test_det_mode_returns_exactly_what_fp8_linear_returns(hooked, device, bias_k
 
 def _per_channel(fake, monkeypatch):
     scale = make_fp8_linear(N, K).weight_scale
-    return {"weight_scale": scale.expand(N).reshape(N, 1).clone()}
+    return {"weight_scale": (scale * torch.linspace(1.0, 2.0, N)).reshape(N, 1)}
 
 
 def _normal_mode(fake, monkeypatch):
@@ -230,6 +231,39 @@ def test_falls_through_to_upstream_with_the_same_arguments(hooked, device, monke
     assert any(reason in r.getMessage() for r in caplog.records), caplog.text
 
 
+def test_a_per_channel_scale_that_broadcasts_one_value_is_served_as_that_value(hooked, device):
+    """SGLang writes max-scale-then-channelwise scales (CUTLASS without FlashInfer's BMM):
+    all equal, so det-suite's per-tensor op computes the same product."""
+    method = hooked.method_class()
+    lin = make_fp8_linear(N, K, device=device)
+    layer, _ = loaded_layer(method, device,
+                            weight_scale=lin.weight_scale.reshape(1, 1).expand(N, 1).clone())
+    x = make_activations(M, K, device=device)
+    y = method.apply(layer, x)
+    assert not hooked.method_class.upstream_calls
+    assert torch.equal(y, fp8_linear(x, lin.weight, lin.weight_scale, lin.input_scale))
+
+
+def test_routing_counts_one_decision_per_layer_and_writes_them(hooked, device, monkeypatch,
+                                                               tmp_path):
+    import json
+
+    monkeypatch.setenv(plugin.ROUTING_DIR_ENV, str(tmp_path))
+    method = hooked.method_class()
+    routed = [loaded_layer(method, device, seed=i)[0] for i in range(2)]
+    declined, _ = loaded_layer(method, device,
+                               weight_scale=torch.linspace(0.01, 0.02, N).reshape(N, 1))
+    x = make_activations(M, K, device=device)
+    for _ in range(3):
+        for layer in routed + [declined]:
+            method.apply(layer, x)
+    (path,) = tmp_path.glob("routing-*.json")
+    counts = json.loads(path.read_text())
+    assert (counts["det_suite"], counts["upstream"], counts["deterministic"]) == (2, 1, True)
+    ((reason, n),) = counts["reasons"].items()
+    assert n == 1 and "weight_scale has shape (16, 1)" in reason
+
+
 def test_another_family_routes_when_opted_in(fake, device, monkeypatch):
     monkeypatch.setenv(ARCH_OVERRIDE_ENV, "sm90")
     layer, _ = loaded_layer(fake.method_class(), device)
@@ -241,7 +275,8 @@ def test_another_family_routes_when_opted_in(fake, device, monkeypatch):
 def test_each_decision_is_logged_once_per_process(hooked, device, caplog):
     method = hooked.method_class()
     routed, _ = loaded_layer(method, device)
-    per_channel, _ = loaded_layer(method, device, weight_scale=torch.full((N, 1), 0.01))
+    per_channel, _ = loaded_layer(method, device,
+                                  weight_scale=torch.linspace(0.01, 0.02, N).reshape(N, 1))
     x = make_activations(M, K, device=device)
     with caplog.at_level(logging.INFO, logger=plugin.__name__):
         for _ in range(2):
@@ -361,12 +396,14 @@ def test_drift_at_run_time_fails_the_call(hooked, device, broken, names):
 
 @pytest.mark.sglang
 def test_real_sglang_has_every_target():
+    real_sglang.import_sglang()
     registry, hook_type, method_class = plugin.check_targets()
     assert method_class.__name__ == "ModelOptFp8LinearMethod"
 
 
 @pytest.mark.sglang
 def test_real_sglang_hook_goes_live(monkeypatch):
+    real_sglang.import_sglang()
     from sglang.srt.plugins.hook_registry import HookRegistry
 
     method_class = pkgutil.resolve_name(plugin.METHOD_CLASS)

@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 
 from det_suite.backends.sglang import server
-from det_suite.backends.sglang.plugin import ENTRY_POINT_NAME, LIVE_MARK, STRICT_ENV
-from det_suite.backends.sglang.server import (SGLangServer, SGLangServerError,
+from det_suite.backends.sglang.plugin import ENTRY_POINT_NAME, LIVE_MARK, ROUTING_DIR_ENV, \
+    STRICT_ENV
+from det_suite.ops.dispatch import OTHER_ARCH_ENV
+from det_suite.backends.sglang.server import (SGLangRoutingError, SGLangServer, SGLangServerError,
                                               SGLangServerTimeout, ServerSettings,
                                               plugins_value, server_command, server_env)
 
@@ -88,6 +90,18 @@ def test_server_env_sets_the_arm(plugin, strict):
     assert env.get(STRICT_ENV) == strict and env["KEEP"] == "k"
 
 
+@pytest.mark.parametrize("plugin, route", [pytest.param(True, "det_suite", id="plugin-arm"),
+                                           pytest.param(False, "upstream", id="upstream-arm")])
+def test_server_env_sets_the_routing_policy_per_arm_and_drops_the_interpreter(plugin, route):
+    """On a non-SM12x GPU the det arm routes only with DET_SUITE_FP8_OTHER_ARCH=det_suite;
+    TRITON_INTERPRET, set when the launching Python saw no CUDA, is not the server's."""
+    base = {OTHER_ARCH_ENV: "det_suite" if not plugin else "upstream", "TRITON_INTERPRET": "1"}
+    env = server_env(ServerSettings("m", plugin=plugin), base, installed=[ENTRY_POINT_NAME],
+                     routing_dir="/r")
+    assert env[OTHER_ARCH_ENV] == route and "TRITON_INTERPRET" not in env
+    assert env.get(ROUTING_DIR_ENV) == ("/r" if plugin else None)
+
+
 def test_plugin_arm_without_the_entry_point_is_refused():
     with pytest.raises(SGLangServerError, match="entry point 'det_suite'.*pip install"):
         server_env(ServerSettings("m"), {}, installed=["other"])
@@ -111,9 +125,13 @@ FAKE_LAUNCH_SERVER = textwrap.dedent('''
     if behaviour == "exit":
         print("model failed to load", flush=True)
         sys.exit(3)
-    if "det_suite" in os.environ.get("SGLANG_PLUGINS", "").split(",") \\
-            or behaviour == "ignores-sglang-plugins":
+    if ("det_suite" in os.environ.get("SGLANG_PLUGINS", "").split(",") \\
+            or behaviour == "ignores-sglang-plugins") and behaviour != "not-live":
         print({live!r} + " on the stand-in", flush=True)
+        routing = os.environ.get("DET_SUITE_SGLANG_ROUTING_DIR")
+        if routing and behaviour != "routes-nothing":
+            with open(os.path.join(routing, "routing-%d.json" % os.getpid()), "w") as f:
+                f.write('{{"det_suite": 3, "upstream": 0, "reasons": {{}}}}')
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self):
@@ -178,6 +196,27 @@ def test_starts_healthy_logs_to_its_file_and_stops_the_whole_group(stand_in):
     log = stand_in.log.read_text()
     assert f"--port {srv.port}" in log and "SGLANG_PLUGINS=det_suite" in log
     assert _gone(leader, child)
+
+
+def test_the_det_arm_records_its_routing_counts(stand_in):
+    with stand_in() as srv:
+        assert (srv.routing["det_suite"], srv.routing["upstream"]) == (3, 0)
+
+
+def test_a_det_arm_that_routed_nothing_is_an_error_even_after_a_good_boot(stand_in):
+    """Each boot gets an emptied routing folder: an earlier boot's counts never count."""
+    with stand_in():
+        pass
+    with pytest.raises(SGLangRoutingError, match="det arm ran upstream kernels"):
+        stand_in("routes-nothing").start()
+
+
+def test_an_earlier_boots_live_line_does_not_satisfy_a_later_boot(stand_in):
+    with stand_in():
+        pass
+    assert LIVE_MARK in stand_in.log.read_text()
+    with pytest.raises(SGLangServerError, match="no 'det-suite sglang plugin: hook live'"):
+        stand_in("not-live").start()
 
 
 def test_an_early_exit_is_reported_with_the_log_tail(stand_in):
@@ -266,6 +305,7 @@ def test_a_plugin_arm_whose_hook_never_went_live_is_refused(stand_in, monkeypatc
 def test_backend_boots_one_server_for_its_arm_and_stops_it(stand_in, tmp_path, mode, arm):
     from det_suite.backends.sglang.backend import SGLangBackend
 
+    (tmp_path / "config.json").write_text('{"vocab_size": 32}')  # the client's echo rule
     backend = SGLangBackend(
         str(tmp_path), mode=mode, cuda_graph=False, chunk_size=64, work_dir=tmp_path / "work",
         progress=None, python=PY, health_timeout=20.0,
@@ -293,16 +333,5 @@ def test_a_synthetic_model_is_written_once_for_the_server(tmp_path):
     assert model_vocab(path) == model_vocab("synthetic:tiny?seed=0") > 0
 
 
-# -- against the real SGLang -------------------------------------------------------------------
-
-@pytest.mark.sglang
-@pytest.mark.parametrize("options", [pytest.param({}, id="defaults"),
-                                     pytest.param({"cuda_graph": False, "page_size": 16,
-                                                   "chunked_prefill_size": 256}, id="options")])
-def test_sglangs_own_parser_accepts_the_command(options):
-    from sglang.srt.server_args import prepare_server_args
-
-    cmd = server_command(ServerSettings("Qwen/Qwen3-8B-FP8", **options), 31000)
-    args = prepare_server_args(cmd[3:])
-    assert args.enable_deterministic_inference and args.attention_backend == "triton"
-    assert args.port == 31000 and args.tp_size == 1
+# Against the real SGLang: its parser on every command line the launcher builds is in
+# test_sglang_real.py (a synthetic checkpoint; a hub id would need the network).

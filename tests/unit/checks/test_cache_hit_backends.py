@@ -24,7 +24,13 @@ SAMPLING_KEYS = {"max_new_tokens", "temperature", "ignore_eos"}
 def engine_routes(backend):
     """An embedded backend behind SGLang's native endpoints, SGLang's conventions kept: a
     window starting at logprob_start_len whose first entry is None, unknown sampling keys
-    refused with 400."""
+    refused with 400, ids >= vocab_size - 1 echoed as 0 (its logprob processor's clip)."""
+    from det_suite.backends.sglang.backend import model_vocab
+    vocab = model_vocab(TINY)
+
+    def echo(t):
+        return t if t < vocab - 1 else 0
+
     def generate(query, body):
         params = body["sampling_params"]
         unknown = {k for p in params for k in p} - SAMPLING_KEYS
@@ -41,8 +47,9 @@ def engine_routes(backend):
             items.append({"text": "", "output_ids": list(done.output_ids), "meta_info": {
                 "prompt_tokens": len(prompt), "completion_tokens": len(done.output_ids),
                 "cached_tokens": done.cached_tokens,
-                "input_token_logprobs": [[None, prompt[start], None]] + [
-                    [lp, t, None] for lp, t in zip(done.logprobs[:scored], prompt[start + 1:])],
+                "input_token_logprobs": [[None, echo(prompt[start]), None]] + [
+                    [lp, echo(t), None]
+                    for lp, t in zip(done.logprobs[:scored], prompt[start + 1:])],
                 "output_token_logprobs": [[lp, t, None] for lp, t in
                                           zip(done.logprobs[scored:], done.output_ids)]}})
         return 200, items
@@ -100,6 +107,41 @@ def test_cli_runs_the_check_against_a_server_url_and_reports_the_hits(tmp_path, 
     assert code == 0 and rows and all(r["cached_tokens"] > 0 for r in rows)
     assert payload["settings"]["backend"] == "sglang"
     assert f"on sglang at {srv.url}" in capsys.readouterr().out
+
+
+def test_the_result_records_each_arms_routing_counts(tmp_path):
+    from det_suite.checks.cache_hit_report import verdict_lines, write_report
+
+    settings = CacheHitSettings(**{**SMALL, "batches": (1,)})
+    counts = {"det_suite": 28, "upstream": 0, "reasons": {}, "processes": 1}
+
+    def make(mode, variant):
+        backend = embedded_like_the_check(settings)
+        backend.routing = counts  # what SGLangBackend reports for a det arm it booted
+        return backend
+    result = run_cache_hit(settings, backend_factory=make, vocab=259)
+    assert result.routing == {"stock/eager": counts}
+    assert "routing stock/eager: 28 linear layers to det-suite, 0 upstream" in \
+        verdict_lines(result)
+    write_report(result, tmp_path)
+    assert json.loads((tmp_path / "cache_hit.json").read_text())["routing"] == result.routing
+
+
+def test_cli_exits_2_when_the_det_arm_routed_nothing(tmp_path, capsys, monkeypatch):
+    """A det arm whose plugin routed no layer measured nothing det-suite vouches for: an
+    environment error, not a verdict."""
+    from det_suite.backends.sglang.server import SGLangRoutingError
+    from det_suite.checks import cache_hit
+    from det_suite.cli import main
+
+    def det_arm_ran_upstream(settings):
+        raise SGLangRoutingError("det arm ran upstream kernels: no ModelOpt FP8 linear layer "
+                                 "was routed to det-suite")
+    monkeypatch.setattr(cache_hit, "run_cache_hit", det_arm_ran_upstream)
+    code = main(["cache-hit", "--backend", "sglang", "--model", TINY, "--preset", "small",
+                 "--out", str(tmp_path)])
+    assert code == 2 and "det arm ran upstream kernels" in capsys.readouterr().err
+    assert not (tmp_path / "cache_hit.json").exists()
 
 
 # -- open_backend's sglang branch --------------------------------------------------------------

@@ -72,9 +72,15 @@ def _stub_torchvision() -> None:
             del sys.modules[name]
     # transformers decides at import whether torchvision is there (find_spec): its image
     # modules are imported first, so they see none, and only SGLang's imports get the stub.
-    for name in ("transformers.image_utils", "transformers.image_transforms",
-                 "transformers.image_processing_utils", "transformers.loss.loss_utils"):
-        importlib.import_module(name)
+    # A None entry in sys.modules makes find_spec answer None even where a broken build is
+    # installed (PyPI's CUDA torchvision beside CPU torch).
+    sys.modules["torchvision"] = None
+    try:
+        for name in ("transformers.image_utils", "transformers.image_transforms",
+                     "transformers.image_processing_utils", "transformers.loss.loss_utils"):
+            importlib.import_module(name)
+    finally:
+        del sys.modules["torchvision"]
     sys.meta_path.insert(0, _StubFinder("torchvision"))
 
 

@@ -174,7 +174,9 @@ def stack_projections(layer):
 def norm_for_group(x, delta, weight, eps, group):
     from det_suite.ops import quantized_inputs as qi
 
-    scale = [group.input_scales[:1]]
+    # The first member's own parameter, not a slice of the stacked scales: a scale is
+    # validated once per tensor (before graph capture), and a fresh slice never would be.
+    scale = [group.members[0].input_scale]
     if delta is None:
         return x, qi.rms_norm_quantized_stacked(x, weight, eps, scale)[0]
     x, stacked = qi.add_rms_norm_quantized_stacked(x, delta, weight, eps, scale)

@@ -23,7 +23,7 @@ def _prompts(vocab, lengths=(70, 9)):
 
 
 def _generate(ckpt, mode, device, requests, **options):
-    engine = Engine(ckpt, mode=mode, page_size=4, max_seq_len=128, num_pages=200,
+    engine = Engine(ckpt, mode=mode, page_size=4, max_seq_len=192, num_pages=200,
                     device=device, **options)
     first = engine.generate(requests)
     # Every prompt's pages are now cached: asked for its last logprobs only, a hit.

@@ -97,11 +97,11 @@ def test_http_400_names_the_refused_field():
 
 
 @pytest.mark.model
-def test_cache_hit_against_serve_gives_what_the_embedded_backend_gives():
+def test_cache_hit_against_serve_gives_what_the_embedded_backend_gives(kernel_device):
     from det_suite.checks.cache_hit import FACTORIES
 
-    direct = run_cache_hit(CacheHitSettings(**SMALL))
-    settings = CacheHitSettings(**SMALL)
+    settings = CacheHitSettings(**{**SMALL, "device": kernel_device})
+    direct = run_cache_hit(settings)
     make, vocab, _ = FACTORIES["embedded"](settings)
     backend = make("det", settings.variants[0])
     with EngineServer(backend, vocab=vocab, model=TINY) as server:

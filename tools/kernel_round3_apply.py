@@ -1,6 +1,6 @@
 """Turn tools/gpu_kernel_round3.sh's results into the SM90 table decision: which named
 entries run their M > 256 tile warp-specialised, and whether the rule should for unnamed
-shapes (`policy.warp_specialized.RULE_LARGE_M_WARP_SPECIALIZED`, a constant to flip by hand).
+shapes (`policy.warp_specialized.RULE_WARP_SPECIALIZED_MIN_K`, a constant set by hand).
 
     PYTHONPATH=. python tools/kernel_round3_apply.py OUT/kernel_round3.json [--write]
 
@@ -72,11 +72,17 @@ def main(argv=None) -> int:
             if tile["max_m"] is None and on and not tile.get("warp_specialized"):
                 tile["warp_specialized"] = True
                 changed.append(f"{entry['n']}x{entry['k']}")
-    rule = [v for v in verdicts.values() if v["origin"] == "rule" and v["cells"]]
-    rule_on = bool(rule) and all(enabled(v) for v in rule)
-    print(f"rule: {sum(enabled(v) for v in rule)} of {len(rule)} unnamed shapes win in every "
-          f"cell with M > {LARGE_M} -> RULE_LARGE_M_WARP_SPECIALIZED = {rule_on} "
-          "(det_suite/policy/warp_specialized.py; flip by hand)")
+    rule = {shape: v for shape, v in verdicts.items() if v["origin"] == "rule" and v["cells"]}
+    # The smallest K from which every measured unnamed shape wins (None: none qualifies).
+    min_k = None
+    for k in sorted({shape[1] for shape in rule}, reverse=True):
+        if not all(enabled(v) for shape, v in rule.items() if shape[1] >= k):
+            break
+        min_k = k
+    print(f"rule: {sum(enabled(v) for v in rule.values())} of {len(rule)} unnamed shapes win "
+          f"in every cell with M > {LARGE_M}; all with K >= {min_k} do -> "
+          f"RULE_WARP_SPECIALIZED_MIN_K = {min_k} (det_suite/policy/warp_specialized.py; "
+          "set by hand)")
     if args.write and changed:
         from det_suite.policy import parse_payload
 

@@ -31,7 +31,7 @@ from dataclasses import replace
 from functools import lru_cache
 
 from det_suite.policy.tiles import TableEntry, promotion_k
-from det_suite.policy.warp_specialized import RULE_LARGE_M_WARP_SPECIALIZED
+from det_suite.policy.warp_specialized import RULE_WARP_SPECIALIZED_MIN_K
 
 DECODE_BLOCK_N = 64
 MIN_SPLIT_K = 8192        # K below this: one chunk
@@ -72,7 +72,8 @@ def _sm90_tiles(n: int, k: int, split: int) -> list[dict]:
     else:
         mid = dict(block_m=64, block_n=128, num_warps=4, num_stages=4)
     large = dict(max_m=None, block_m=128, block_n=128, num_warps=8, num_stages=3, use_tma=True)
-    if RULE_LARGE_M_WARP_SPECIALIZED:  # the same schedule on two warpgroups out of phase
+    if RULE_WARP_SPECIALIZED_MIN_K is not None and k >= RULE_WARP_SPECIALIZED_MIN_K:
+        # The same schedule on two warpgroups out of phase (policy.warp_specialized).
         large["warp_specialized"] = True
     return [decode,
             dict(max_m=32, block_m=32, **swap),

@@ -13,10 +13,13 @@ docs/kernel-promotion.md, and unchanged since) are here so the launcher and the 
 from __future__ import annotations
 
 WARP_SPECIALIZED_FAMILIES = ("sm90",)
-# Whether the SM90 rule (policy.generic) serves its large-M tile (M > 256) warp-specialised
-# for shapes no entry names. Off until tools/gpu_kernel_round3.sh shows it wins there with
-# the same bits (issue 40: ship it only where it wins); named entries opt in per entry.
-RULE_LARGE_M_WARP_SPECIALIZED = False
+# The SM90 rule (policy.generic) serves its large-M tile (M > 256) warp-specialised for
+# shapes no entry names with K at least this (None: never). Measured on one H100
+# (tools/gpu_kernel_round3.sh, 2026-12-07): with K >= 4096 the kernel was faster than the TMA
+# tile in every cell above M = 256 of 18 unnamed shapes (0.66-0.96x), same bits; at K <= 3072
+# two of five shapes were slower in one cell (1.05x), where the few promotion intervals
+# leave little for a second warpgroup to hide.
+RULE_WARP_SPECIALIZED_MIN_K: int | None = 4096
 # The Triton releases whose Gluon API the kernel is written against (Gluon is experimental:
 # its warp_specialize and layout signatures have changed between releases). The lint
 # compiles the kernel as a candidate only on these; a table that turns it on is compiled on

@@ -120,6 +120,8 @@ def _selected_kernels(config):
     """(kernel, SWAP_AB, fix-up) a tile launches on TMA-compatible operands (K % 16 == 0)."""
     fixup = ("fused" if config.fused_fixup else "reduce") if config.use_workspace else ""
     gemm = "fp8_scaled_mm_tma_kernel" if config.use_tma else "fp8_scaled_mm_kernel"
+    if config.warp_specialized:    # its own kernel (SM90, Gluon); the TMA tile's schedule
+        gemm = "fp8_scaled_mm_pingpong_kernel"
     kernels = {(gemm, config.use_tma and config.swap_ab, fixup)}
     if fixup == "reduce":
         kernels.add(("fp8_splitk_reduce_kernel", False, fixup))

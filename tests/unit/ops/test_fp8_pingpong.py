@@ -75,22 +75,27 @@ def test_ring_fits_hopper_shared_memory_at_three_stages():
 
 
 @pytest.mark.parametrize("shape", [(4096, 14336), (2560, 9728), (1536, 7168), (4000, 80),
-                                   (28672, 4096)], ids=str)
-def test_rule_switch_serves_large_m_warp_specialized_with_one_schedule(monkeypatch, shape):
-    """Off as shipped; switched on, the rule's M > 256 tile runs the kernel on the schedule
-    every other M of the shape runs."""
+                                   (28672, 4096), (3072, 3072)], ids=str)
+def test_the_rule_serves_large_m_warp_specialized_from_k_alone_with_one_schedule(
+        monkeypatch, shape):
+    """As shipped, the rule's M > 256 tile runs the kernel where K >= the measured minimum,
+    on the schedule every other M of the shape runs; switched off, nowhere."""
     from det_suite.policy import generic, shipped_policy
     from det_suite.policy.schedule_identity import schedules_over_m
+    from det_suite.policy.warp_specialized import RULE_WARP_SPECIALIZED_MIN_K
 
     n, k = shape
-    assert not shipped_policy("sm90").on_device(132).select(4096, n, k).warp_specialized
-    monkeypatch.setattr(generic, "RULE_LARGE_M_WARP_SPECIALIZED", True)
+    ms = (1, 16, 32, 33, 256, 257, 4096)
+    on = RULE_WARP_SPECIALIZED_MIN_K is not None and k >= RULE_WARP_SPECIALIZED_MIN_K
     generic.generic_entry.cache_clear()
     try:
         policy = shipped_policy("sm90").on_device(132)
-        ms = (1, 16, 32, 33, 256, 257, 4096)
-        assert [policy.select(m, n, k).warp_specialized for m in ms] == [False] * 5 + [True] * 2
+        assert [policy.select(m, n, k).warp_specialized for m in ms] == [False] * 5 + [on] * 2
         assert len(schedules_over_m(policy, n, k, ms)) == 1
+        monkeypatch.setattr(generic, "RULE_WARP_SPECIALIZED_MIN_K", None)
+        generic.generic_entry.cache_clear()
+        off = shipped_policy("sm90").on_device(132)
+        assert not any(off.select(m, n, k).warp_specialized for m in ms)
     finally:
         generic.generic_entry.cache_clear()
 

@@ -23,12 +23,12 @@ operands, as the stock arm does.
 from __future__ import annotations
 
 import dataclasses
-from functools import lru_cache
 
 import torch
 import torch.nn.functional as F
 
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
+from det_suite.ops.launch import sm_count
 
 MODE = "fast-stock"
 # Decode attention tiles: 64 keys per tile (a BF16 MMA's K), the GQA group's heads padded to
@@ -40,11 +40,6 @@ MIN_BLOCK_H = 16
 PROGRAMS_PER_SM = 2
 MAX_SPLITS = 64
 CPU_SMS = 4
-
-
-@lru_cache(maxsize=None)
-def _sm_count(device_index: int) -> int:
-    return torch.cuda.get_device_properties(device_index).multi_processor_count
 
 
 def decode_splits(requests: int, kv_heads: int, max_keys: int, sms: int) -> int:
@@ -75,7 +70,7 @@ def decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale: flo
     requests, q_heads, head_dim = q.shape
     _, page_size, kv_heads, _ = k_cache.shape
     group = q_heads // kv_heads
-    sms = _sm_count(q.device.index or 0) if q.is_cuda else CPU_SMS
+    sms = sm_count(q.device.index or 0) if q.is_cuda else CPU_SMS
     splits = decode_splits(requests, kv_heads, block_tables.shape[1] * page_size, sms)
     stats = torch.empty((requests, q_heads, splits, 2), dtype=torch.float32, device=q.device)
     acc = torch.empty((requests, q_heads, splits, head_dim), dtype=torch.float32,

@@ -76,12 +76,6 @@ def _parse_synthetic(spec: str) -> tuple[str, int]:
     return parts.path, int(seed_text)
 
 
-def parse_synthetic(spec: str) -> tuple[str, int]:
-    """'synthetic:<preset>?seed=S' -> (preset, seed); seed defaults to 0. (Older callers;
-    new code uses ModelSpec.parse.)"""
-    return _parse_synthetic(spec)
-
-
 def is_synthetic(spec) -> bool:
     """Whether a spec string (or a checkpoint's `source`) names a synthetic model, without
     validating it."""

@@ -151,9 +151,10 @@ def _warp_specialized_on(config: LaunchConfig, device: torch.device) -> LaunchCo
     index = device.index if device.index is not None else torch.cuda.current_device()
     if _capability_major(index) != 9:
         return replace(config, warp_specialized=False)
-    return replace(config, max_programs=_sm_count(index))
+    return replace(config, max_programs=sm_count(index))
 
 
 @lru_cache(maxsize=None)
-def _sm_count(index: int) -> int:
+def sm_count(index: int) -> int:
+    """CUDA device `index`'s SM count (a driver query, cached per device)."""
     return torch.cuda.get_device_properties(index).multi_processor_count

@@ -32,18 +32,16 @@ def _hub_config(repo_id: str) -> dict:
 def model_vocab(model: str) -> int:
     """The vocabulary size SGLang checks input ids against (config.json's vocab_size), for
     a folder, a hub id or a synthetic spec."""
-    from det_suite.models.spec import SYNTHETIC, _looks_like_hub_id, parse_synthetic
+    from det_suite.models.spec import ModelSpec
 
-    if model.startswith(SYNTHETIC):
+    spec = ModelSpec.parse(model)
+    if spec.synthetic:
         from det_suite.models.synthetic import preset
-        return int(preset(parse_synthetic(model)[0]).config().vocab_size)
-    folder = Path(model).expanduser()
-    if folder.is_dir():
-        config = json.loads((folder / "config.json").read_text())
-    elif _looks_like_hub_id(model):
-        config = _hub_config(model)
+        return int(preset(spec.preset).config().vocab_size)
+    if spec.kind == "path":
+        config = json.loads((spec.path / "config.json").read_text())
     else:
-        raise ValueError(f"model: {model!r} is no folder, hub id or synthetic spec")
+        config = _hub_config(spec.hub_id)
     vocab = config.get("vocab_size") or config.get("text_config", {}).get("vocab_size")
     if not isinstance(vocab, int) or vocab < 1:
         raise ValueError(f"model {model!r}: config.json has no vocab_size")
@@ -53,16 +51,16 @@ def model_vocab(model: str) -> int:
 def served_model_path(model: str, work_dir: Path, *, progress=print) -> str:
     """What --model-path gets: a folder or hub id as is; a synthetic spec written once into
     work_dir (same seed, same bytes, so an existing copy is reused)."""
-    from det_suite.models.spec import SYNTHETIC, parse_synthetic
+    from det_suite.models.spec import ModelSpec
 
-    if not model.startswith(SYNTHETIC):
-        folder = Path(model).expanduser()
-        return str(folder.resolve()) if folder.exists() else model
+    spec = ModelSpec.parse(model)
+    if not spec.synthetic:
+        return str(spec.path.resolve()) if spec.kind == "path" else spec.hub_id
     import torch
 
     from det_suite.models.synthetic import write_synthetic
 
-    name, seed = parse_synthetic(model)
+    name, seed = spec.preset, spec.seed
     out = Path(work_dir) / f"synthetic-{name}-seed{seed}"
     if not (out / "config.json").exists():
         device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -4,7 +4,7 @@ local path, a hub id); a value that names nothing is an InputError saying what w
 import pytest
 
 from det_suite.errors import InputError
-from det_suite.models.spec import ModelSpec, is_synthetic, parse_synthetic
+from det_suite.models.spec import ModelSpec, is_synthetic
 
 
 @pytest.mark.parametrize("text,preset,seed", [
@@ -44,6 +44,3 @@ def test_a_spec_that_names_nothing_is_an_input_error(text, phrase):
     with pytest.raises(InputError, match=phrase):
         ModelSpec.parse(text)
 
-
-def test_the_older_helper_agrees_with_model_spec():
-    assert parse_synthetic("synthetic:tiny-wide?seed=3") == ("tiny-wide", 3)

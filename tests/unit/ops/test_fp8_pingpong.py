@@ -158,7 +158,7 @@ def test_only_an_sm90_gpu_runs_it(monkeypatch, major, expected):
     import det_suite.ops.launch as launch
 
     monkeypatch.setattr(launch, "_capability_major", lambda index: major)
-    monkeypatch.setattr(launch, "_sm_count", lambda index: 132)
+    monkeypatch.setattr(launch, "sm_count", lambda index: 132)
     config = launch._warp_specialized_on(ws_config(), torch.device(FAKED_GPU, 0))
     assert (config.warp_specialized, config.max_programs) == expected
 

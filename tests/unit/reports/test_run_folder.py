@@ -71,12 +71,19 @@ def _result(run_id=None, revision="abc"):
     return payload if run_id is None else {"run_id": run_id, **payload}
 
 
-def test_report_refuses_a_run_folder_that_mixes_two_runs(tmp_path, capsys):
+def _run_folder(tmp_path, nested_run_id):
+    """A run folder of run NEW holding a.json from NEW and cache_hit/b.json from
+    `nested_run_id`."""
     folder = tmp_path / "run"
     (folder / "cache_hit").mkdir(parents=True)
     (folder / MANIFEST).write_text(json.dumps({"run_id": "NEW"}))
     (folder / "a.json").write_text(json.dumps(_result("NEW")))
-    (folder / "cache_hit" / "b.json").write_text(json.dumps(_result("OLD")))
+    (folder / "cache_hit" / "b.json").write_text(json.dumps(_result(nested_run_id)))
+    return folder
+
+
+def test_report_refuses_a_run_folder_that_mixes_two_runs(tmp_path, capsys):
+    folder = _run_folder(tmp_path, "OLD")
     assert main(["report", str(folder), "--out", str(tmp_path / "report")]) == 3
     out = capsys.readouterr().out
     assert "NOT COMPARABLE" in out and "b.json is not from run NEW" in out
@@ -84,11 +91,7 @@ def test_report_refuses_a_run_folder_that_mixes_two_runs(tmp_path, capsys):
 
 def test_report_of_one_run_folder_is_comparable(tmp_path, capsys):
     """Control for the refusal above: the same folder with one run_id throughout."""
-    folder = tmp_path / "run"
-    (folder / "cache_hit").mkdir(parents=True)
-    (folder / MANIFEST).write_text(json.dumps({"run_id": "NEW"}))
-    (folder / "a.json").write_text(json.dumps(_result("NEW")))
-    (folder / "cache_hit" / "b.json").write_text(json.dumps(_result("NEW")))
+    folder = _run_folder(tmp_path, "NEW")
     assert main(["report", str(folder), "--out", str(tmp_path / "report")]) != 3
     assert "NOT COMPARABLE" not in capsys.readouterr().out
 

@@ -27,6 +27,7 @@ import dataclasses
 import torch
 import torch.nn.functional as F
 
+from det_suite.engine.opsets import fp8_operand, vendor_scaled_mm
 from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
 from det_suite.ops.launch import sm_count
 
@@ -62,6 +63,8 @@ def decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale: flo
     # det_suite.ops throws the interpreter switch (GPU-faithful numerics on the CPU) before
     # any kernel module imports Triton.
     import det_suite.ops  # noqa: F401
+    from triton import next_power_of_2
+
     from det_suite.kernels.stock_decode_attention_combine import (
         stock_decode_attention_combine_kernel as combine)
     from det_suite.kernels.stock_decode_attention_split import (
@@ -84,54 +87,24 @@ def decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale: flo
         q, k_cache, v_cache, block_tables, context_lens, stats, acc, float(scale), page_size,
         q.stride(0), q.stride(1), *k_cache.stride()[:3], *v_cache.stride()[:3],
         block_tables.stride(0), *stats.stride()[:3], *acc.stride()[:3],
-        GROUP=group, BLOCK_H=max(MIN_BLOCK_H, triton_next_pow2(group)), HEAD_DIM=head_dim,
+        GROUP=group, BLOCK_H=max(MIN_BLOCK_H, next_power_of_2(group)), HEAD_DIM=head_dim,
         BLOCK_KV=BLOCK_KV, NUM_SPLITS=splits, num_warps=4, num_stages=2)
     combine[(requests, q_heads)](
         stats, acc, context_lens, q, out, out_scale if quantize else stats,
         *stats.stride()[:3], *acc.stride()[:3], out.stride(0), out.stride(1),
         HEAD_DIM=head_dim, BLOCK_KV=BLOCK_KV, NUM_SPLITS=splits,
-        SPLITS_P2=triton_next_pow2(splits), QUANTIZE_OUT=quantize, FP8_MAX=FP8_E4M3_MAX,
+        SPLITS_P2=next_power_of_2(splits), QUANTIZE_OUT=quantize, FP8_MAX=FP8_E4M3_MAX,
         num_warps=4, num_stages=1)
     return out.reshape(requests, -1) if quantize else out
 
 
-def triton_next_pow2(n: int) -> int:
-    return 1 << max(0, int(n) - 1).bit_length()
-
-
 # -- FP8 linears -----------------------------------------------------------------------------
 
-def _scaled_mm(q, weight, scale_a, scale_b, bias, dtype):
-    """q (M, K) fp8 @ weight (N, K)^T, scaled (scale_b per tensor or (1, N) per column)."""
-    if q.is_cuda:
-        if scale_b.numel() > 1:    # rowwise: both scales 2-D fp32
-            scale_a = scale_a.reshape(1, 1).expand(q.shape[0], 1).contiguous()
-            return torch._scaled_mm(q, weight.t(), scale_a=scale_a,
-                                    scale_b=scale_b.reshape(1, -1), bias=bias,
-                                    out_dtype=dtype)
-        return torch._scaled_mm(q, weight.t(), scale_a=scale_a.reshape(()),
-                                scale_b=scale_b.reshape(()), bias=bias, out_dtype=dtype)
-    out = (q.float() @ weight.float().t()) * (scale_a.reshape(()) * scale_b.reshape(1, -1))
-    if bias is not None:
-        out = out + bias.float()
-    return out.to(dtype)
-
-
-def _quantize(x, scale):
-    q = (x.float() / scale).clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX)
-    return q.to(torch.float8_e4m3fn)
-
-
 def fast_fp8_linear(x, lin) -> torch.Tensor:
-    from det_suite.ops.quantized_inputs import QuantizedInput
-
-    if isinstance(x, QuantizedInput):
-        q, dtype = x.q, x.dtype
-    else:
-        q, dtype = _quantize(x, lin.input_scale), x.dtype
+    q, dtype = fp8_operand(x, lin.input_scale)
     lead = q.shape[:-1]
-    out = _scaled_mm(q.reshape(-1, q.shape[-1]), lin.weight, lin.input_scale,
-                     lin.weight_scale, lin.bias, dtype)
+    out = vendor_scaled_mm(q.reshape(-1, q.shape[-1]), lin.weight, lin.input_scale,
+                           lin.weight_scale, lin.bias, dtype)
     return out.reshape(*lead, out.shape[-1])
 
 
@@ -180,8 +153,8 @@ def norm_for_group(x, delta, weight, eps, group):
 
 def group_linear(q, group, dtype):
     columns = _column_scales(group)
-    out = _scaled_mm(q.reshape(-1, q.shape[-1]), group.weight, group.input_scales[:1],
-                     columns, group.bias, dtype)
+    out = vendor_scaled_mm(q.reshape(-1, q.shape[-1]), group.weight, group.input_scales[:1],
+                           columns, group.bias, dtype)
     return out.reshape(*q.shape[:-1], -1).split(group.widths, dim=-1)
 
 

@@ -16,7 +16,7 @@ import dataclasses
 
 import torch
 
-from det_suite.kernels.fp8_constants import FP8_E4M3_MAX
+from det_suite.engine.opsets import fp8_operand, vendor_scaled_mm
 
 MODE = "m-dependent"
 # torch._scaled_mm wants K (and a slice's start, for 16-byte alignment) in multiples of 16.
@@ -44,33 +44,16 @@ def chunk_bounds(k: int, chunks: int) -> list[tuple[int, int]]:
     return [(s, starts[i + 1] if i + 1 < len(starts) else k) for i, s in enumerate(starts)]
 
 
-def _quantized(x, lin) -> tuple[torch.Tensor, torch.dtype]:
-    from det_suite.ops.quantized_inputs import QuantizedInput
-
-    if isinstance(x, QuantizedInput):
-        return x.q, x.dtype
-    q = (x.float() / lin.input_scale).clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX)
-    return q.to(torch.float8_e4m3fn), x.dtype
-
-
-def _partial(q: torch.Tensor, w: torch.Tensor, scale_a, scale_b, dtype) -> torch.Tensor:
-    """One chunk's product, scaled, rounded to the activation dtype (cuBLASLt on CUDA; the
-    fp32 product of the same FP8 operands on the CPU, which has no FP8 GEMM)."""
-    if q.is_cuda:
-        return torch._scaled_mm(q, w.t(), scale_a=scale_a.reshape(()),
-                                scale_b=scale_b.reshape(()), out_dtype=dtype)
-    return ((q.float() @ w.float().t()) * (scale_a * scale_b)).to(dtype)
-
-
 def m_dependent_fp8_linear(x, lin) -> torch.Tensor:
     """The linear with a schedule chosen by M (see the module docstring)."""
-    q, dtype = _quantized(x, lin)
+    q, dtype = fp8_operand(x, lin.input_scale)
     lead, k = q.shape[:-1], q.shape[-1]
     q2 = q.reshape(-1, k)
     total = None
     for start, end in chunk_bounds(k, k_chunks(q2.shape[0], k)):
-        part = _partial(q2[:, start:end], lin.weight[:, start:end], lin.input_scale,
-                        lin.weight_scale, dtype).float()
+        # Each chunk's product rounded to the activation dtype, then summed in fp32.
+        part = vendor_scaled_mm(q2[:, start:end], lin.weight[:, start:end], lin.input_scale,
+                                lin.weight_scale, None, dtype).float()
         total = part if total is None else total + part
     if lin.bias is not None:
         total = total + lin.bias.float()

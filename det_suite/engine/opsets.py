@@ -117,21 +117,44 @@ def det_opset(stages: int | None = None) -> OpSet:
 
 # -- stock -------------------------------------------------------------------------------
 
+def quantize_static(x: torch.Tensor, scale: torch.Tensor) -> torch.Tensor:
+    """Static per-tensor FP8 quantization in torch: x / scale, saturated to e4m3."""
+    return (x.float() / scale).clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn)
+
+
+def fp8_operand(x, input_scale: torch.Tensor) -> tuple[torch.Tensor, torch.dtype]:
+    """(FP8 activation, activation dtype): a fused producer's QuantizedInput as it is, any
+    other x quantized with the static input scale."""
+    from det_suite.ops.quantized_inputs import QuantizedInput
+
+    if isinstance(x, QuantizedInput):
+        return x.q, x.dtype
+    return quantize_static(x, input_scale), x.dtype
+
+
+def vendor_scaled_mm(q, weight_nk, scale_a, scale_b, bias, dtype) -> torch.Tensor:
+    """q (M, K) FP8 @ weight (N, K)^T through cuBLASLt's scaled-MM, scale_b per tensor or
+    per column; on the CPU, where torch has no FP8 GEMM, the fp32 product of the same
+    quantized operands. The vendor path the stock, fast-stock and m-dependent arms share."""
+    if q.is_cuda:
+        if scale_b.numel() > 1:    # rowwise: both scales 2-D fp32
+            scale_a = scale_a.reshape(1, 1).expand(q.shape[0], 1).contiguous()
+            return torch._scaled_mm(q, weight_nk.t(), scale_a=scale_a,
+                                    scale_b=scale_b.reshape(1, -1), bias=bias,
+                                    out_dtype=dtype)
+        return torch._scaled_mm(q, weight_nk.t(), scale_a=scale_a.reshape(()),
+                                scale_b=scale_b.reshape(()), bias=bias, out_dtype=dtype)
+    out = (q.float() @ weight_nk.float().t()) * (scale_a.reshape(()) * scale_b.reshape(1, -1))
+    if bias is not None:
+        out = out + bias.float()
+    return out.to(dtype)
+
+
 def stock_fp8_linear(x: torch.Tensor, lin) -> torch.Tensor:
-    """Quantize with the static input scale, then cuBLASLt's scaled-MM (on the CPU, where
-    torch has no FP8 GEMM, the fp32 product of the same quantized operands)."""
+    """Quantize with the static input scale, then cuBLASLt's scaled-MM."""
     lead, k = x.shape[:-1], x.shape[-1]
-    x2 = x.reshape(-1, k)
-    q = (x2.float() / lin.input_scale).clamp(-FP8_E4M3_MAX, FP8_E4M3_MAX).to(torch.float8_e4m3fn)
-    if x.is_cuda:
-        out = torch._scaled_mm(q, lin.weight.t(), scale_a=lin.input_scale.reshape(()),
-                               scale_b=lin.weight_scale.reshape(()), bias=lin.bias,
-                               out_dtype=x.dtype)
-    else:
-        out = (q.float() @ lin.weight.float().t()) * (lin.input_scale * lin.weight_scale)
-        if lin.bias is not None:
-            out = out + lin.bias.float()
-        out = out.to(x.dtype)
+    q = quantize_static(x.reshape(-1, k), lin.input_scale)
+    out = vendor_scaled_mm(q, lin.weight, lin.input_scale, lin.weight_scale, lin.bias, x.dtype)
     return out.reshape(*lead, out.shape[-1])
 
 

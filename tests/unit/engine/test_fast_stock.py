@@ -8,7 +8,7 @@ import torch
 
 import det_suite.ops  # noqa: F401  (the interpreter switch, before any kernel import)
 from det_suite.engine import fast_stock as fs
-from det_suite.engine.opsets import stock_attention, stock_fp8_linear
+from det_suite.engine.opsets import quantize_static, stock_attention, stock_fp8_linear
 
 R, HQ, HKV, D, PAGE, WIDTH = 3, 4, 2, 16, 4, 40
 
@@ -93,7 +93,7 @@ def test_the_stacked_linear_gives_each_members_product(device):
         group.weight_scales, torch.tensor(group.widths, device=device)))
     x = torch.randn(5, 64, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
     x = x.to(device)
-    q = fs._quantize(x, group.input_scales[:1])
+    q = quantize_static(x, group.input_scales[:1])
     for got, lin in zip(fs.group_linear(q, group, torch.bfloat16), members):
         # The same fp32 sums of exact FP8 products, scaled once and rounded to BF16 once.
         assert torch.allclose(got.float(), stock_fp8_linear(x, lin).float(), rtol=2 ** -7,

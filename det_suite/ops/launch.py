@@ -147,9 +147,15 @@ def _warp_specialized_on(config: LaunchConfig, device: torch.device) -> LaunchCo
     an SM90 GPU (the Triton interpreter cannot run Gluon; another GPU serving the SM90
     table under DET_SUITE_ARCH has no wgmma) the TMA tile, the same schedule."""
     if device.type != "cuda":
-        return replace(config, warp_specialized=False)
-    index = device.index if device.index is not None else torch.cuda.current_device()
-    if _capability_major(index) != 9:
+        return _served_tile(config, None)
+    return _served_tile(config, device.index if device.index is not None
+                        else torch.cuda.current_device())
+
+
+@lru_cache(maxsize=None)
+def _served_tile(config: LaunchConfig, index: int | None) -> LaunchConfig:
+    # Cached: a launch on the eager path must not rebuild the config every call.
+    if index is None or _capability_major(index) != 9:
         return replace(config, warp_specialized=False)
     return replace(config, max_programs=sm_count(index))
 

@@ -17,7 +17,7 @@ from functools import lru_cache
 
 import torch
 
-from det_suite.ops.launch import launch_fp8_gemm, launch_quantize
+from det_suite.ops.launch import launch_fp8_gemm, launch_quantize, sm_count
 from det_suite.ops.launch_spec import MAX_SEGMENTS
 from det_suite.ops.validation import (ACTIVATION_DTYPES, FP8_DTYPE, WeightLayout, require_dtype,
                                       require_same_device, require_tensor, resolve_weight,
@@ -42,11 +42,8 @@ def device_policy(device: torch.device, table: TilePolicy | None = None) -> Tile
     return table.on_device(_sm_count(device.type, index))
 
 
-@lru_cache(maxsize=None)
 def _sm_count(device_type: str, index: int | None) -> int | None:
-    if device_type != "cuda":
-        return None
-    return torch.cuda.get_device_properties(index).multi_processor_count
+    return sm_count(index) if device_type == "cuda" else None
 
 
 @lru_cache(maxsize=None)

@@ -129,7 +129,7 @@ def test_device_policy_serves_a_given_table_on_the_devices_sm_count(monkeypatch,
     monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
     monkeypatch.setattr(torch.cuda, "get_device_properties",
                         lambda index: SimpleNamespace(multi_processor_count=132))
-    monkeypatch.setattr(linear, "_sm_count", functools.lru_cache(linear._sm_count.__wrapped__))
+    monkeypatch.setattr(linear, "sm_count", linear.sm_count.__wrapped__)
     served = linear.device_policy(torch.device(device_type), shipped_policy("sm90"))
     origin = "rule" if sm_count else "default"
     assert (served.sm_count, served.entry_origin(96, SM90_TAIL_K)) == (sm_count, origin)

@@ -8,6 +8,7 @@ it declares; its own bits are compared on an SM90 GPU (the sm90 cases below) and
 checked by the lint (tests/unit/lint/test_pingpong_lint.py).
 """
 
+import functools
 from dataclasses import replace
 
 import pytest
@@ -159,6 +160,7 @@ def test_only_an_sm90_gpu_runs_it(monkeypatch, major, expected):
 
     monkeypatch.setattr(launch, "_capability_major", lambda index: major)
     monkeypatch.setattr(launch, "sm_count", lambda index: 132)
+    monkeypatch.setattr(launch, "_served_tile", functools.lru_cache(launch._served_tile.__wrapped__))
     config = launch._warp_specialized_on(ws_config(), torch.device(FAKED_GPU, 0))
     assert (config.warp_specialized, config.max_programs) == expected
 

@@ -15,7 +15,9 @@ A kernel renamed between the trees (two kernels merged into one, say) is named w
 listings of both lints (`lint-policy --ptx-dir`, passed as `--ptx OLD_DIR NEW_DIR`), each
 listing is compared with the old name replaced by the new one, the only difference a
 rename makes to PTX (the entry's and its parameters' names). Without the listings a renamed
-kernel's variants compare by their raw hashes, and differ.
+kernel's variants compare by their raw hashes, and differ. With the listings, debug
+information (`.loc` source lines, inline-site labels, DWARF sections) is left out of the
+comparison, so code moved to a shared `@triton.jit` helper compares as the code it is.
 
 Exit status 2 on unusable input.
 """
@@ -26,6 +28,7 @@ import argparse
 import gzip
 import hashlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -48,10 +51,21 @@ def listing_hash(ptx_dir: Path, kernel: str, arch: str, digest: str,
     matches = sorted(ptx_dir.glob(f"{kernel}-{arch}-{digest[:12]}.ptx"))
     if not matches:
         raise ValueError(f"{ptx_dir} holds no listing {kernel}-{arch}-{digest[:12]}.ptx")
-    text = matches[0].read_text()
+    text = code_of(matches[0].read_text())
     for old_name, new_name in renamed.items():
         text = text.replace(old_name, new_name)
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def code_of(ptx: str) -> str:
+    """A listing without its debug information (source lines, file table, inline-site
+    labels, DWARF sections): moving a kernel's source lines changes only those."""
+    code = ptx.split("\t.section\t.debug", 1)[0]
+    return "\n".join(line for line in code.splitlines()
+                     if not DEBUG_LINE.match(line))
+
+
+DEBUG_LINE = re.compile(r"\s*(\.loc\s|\.file\s|//|\$L__tmp\d+:\s*$)")
 
 
 def variant_hashes(lint: dict, renamed: dict[str, str] | None = None,

@@ -52,6 +52,24 @@ def store_scaled_tile(total, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m
 
 
 @triton.jit
+def store_split_partial(acc, split, partials_ptr, stride_ps, stride_pm, stride_pn, counters_ptr,
+                        out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
+                        stride_om, stride_on, HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,
+                        FUSED_FIXUP: tl.constexpr, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                        SEG_END0, SEG_END1, SEGMENTS: tl.constexpr):
+    """Store split `split`'s fp32 partial tile into the workspace; with FUSED_FIXUP the last
+    split of the tile to arrive also finishes it (otherwise a reduce kernel does)."""
+    partial_ptrs = partials_ptr + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
+    tl.store(partial_ptrs + split * stride_ps, acc,
+             mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
+    if FUSED_FIXUP:
+        finish_split_k_tile(partial_ptrs, stride_ps, counters_ptr + tl.program_id(0), out_ptr,
+                            bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
+                            stride_om, stride_on, HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N,
+                            SEG_END0, SEG_END1, SEGMENTS)
+
+
+@triton.jit
 def finish_split_k_tile(partial_ptrs, stride_os, counter_ptr, out_ptr, bias_ptr, a_scale_ptr,
                         b_scale_ptr, offs_m, offs_n, M, N, stride_om, stride_on,
                         HAS_BIAS: tl.constexpr, SPLIT_K: tl.constexpr,

@@ -36,7 +36,7 @@ before the wait.
 import triton
 import triton.language as tl
 
-from det_suite.kernels.fp8_epilogue import finish_split_k_tile, segment_of, store_scaled_tile
+from det_suite.kernels.fp8_epilogue import segment_of, store_scaled_tile, store_split_partial
 from det_suite.kernels.grid_dependency import wait_for_previous_grid
 from det_suite.kernels.l2_prefetch import prefetch_rows_to_l2
 from det_suite.kernels.tile_order import grouped_tile_coordinates
@@ -112,14 +112,10 @@ def fp8_scaled_mm_tma_kernel(
         split = tl.program_id(1)
         acc = _sum_k_chunk(a_desc, b_desc, off_am, off_n, split * K_CHUNK, K, K_CHUNK,
                            BLOCK_M, BLOCK_N, BLOCK_K, SWAP_AB, PROMOTE_K)
-        partial_ptrs = partials_ptr + offs_m[:, None] * stride_pm + offs_n[None, :] * stride_pn
-        tl.store(partial_ptrs + split * stride_ps, acc,
-                 mask=(offs_m < M)[:, None] & (offs_n < N)[None, :])
-        if FUSED_FIXUP:
-            finish_split_k_tile(partial_ptrs, stride_ps, counters_ptr + tl.program_id(0), out_ptr,
-                                bias_ptr, a_scale_ptr, b_scale_ptr, offs_m, offs_n, M, N,
-                                stride_om, stride_on, HAS_BIAS, SPLIT_K, BLOCK_M, BLOCK_N,
-                                SEG_END0, SEG_END1, SEGMENTS)
+        store_split_partial(acc, split, partials_ptr, stride_ps, stride_pm, stride_pn,
+                            counters_ptr, out_ptr, bias_ptr, a_scale_ptr, b_scale_ptr, offs_m,
+                            offs_n, M, N, stride_om, stride_on, HAS_BIAS, SPLIT_K, FUSED_FIXUP,
+                            BLOCK_M, BLOCK_N, SEG_END0, SEG_END1, SEGMENTS)
     else:
         if SPLIT_K == 1:
             total = _sum_k_chunk(a_desc, b_desc, off_am, off_n, 0, K, K_CHUNK,

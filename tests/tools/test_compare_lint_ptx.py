@@ -103,3 +103,20 @@ def test_a_renamed_kernel_without_listings_compares_raw_hashes_and_fails(tool, t
 def test_a_malformed_rename_exits_2(tool, tmp_path):
     old = _write(tmp_path, "old.json", LINT)
     assert tool.main([str(old), str(old), "--renamed", "old_kernel"]) == 2
+
+
+def test_listings_that_differ_only_in_debug_information_are_the_same_code(tool, tmp_path):
+    """Code moved into a shared @triton.jit helper keeps its instructions; only its source
+    lines and inline-site labels move."""
+    body = "\tld.global.b32 %r1, [%rd1];\n$L__tmp{label}:\n\t.loc\t1 {line} 5\n\tret;\n"
+    tail = "\t.section\t.debug_abbrev\n\t{{\n.b8 {line}\n\t}}\n"
+    old, new, ptx = _renamed_pair(tmp_path, ".entry new_kernel(.param .u64 new_kernel_param_0)\n"
+                                  + body.format(label=9, line=120) + tail.format(line=7))
+    old_listing = next((tmp_path / "ptx_old").iterdir())
+    old_listing.write_text(old_listing.read_text() + body.format(label=8, line=94)
+                           + tail.format(line=3))
+    assert tool.main([str(old), str(new), "--renamed", "old_kernel=new_kernel", *ptx]) == 0
+    (tmp_path / "ptx_new" / next((tmp_path / "ptx_new").iterdir()).name).write_text(
+        ".entry new_kernel(.param .u64 new_kernel_param_0)\n" + body.replace("b32", "b16")
+        .format(label=9, line=120))
+    assert tool.main([str(old), str(new), "--renamed", "old_kernel=new_kernel", *ptx]) == 1

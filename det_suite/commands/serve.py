@@ -27,6 +27,9 @@ def register(subparsers) -> None:
     p.add_argument("--device", default=None, help="default: cuda when available, else cpu")
     p.add_argument("--cuda-graph", action="store_true", help="CUDA Graph decode (CUDA only)")
     p.add_argument("--page-size", type=int, default=16)
+    p.add_argument("--num-pages", type=int, default=None,
+                   help="KV cache pages (default: 512 on a CPU, sized to memory on a GPU); a "
+                        "batch that does not fit runs in waves, as SGLang queues it")
     p.set_defaults(handler=run)
 
 
@@ -37,9 +40,9 @@ def run(args) -> int:
     from det_suite.backends.sglang.serve import EngineServer
     from det_suite.models.spec import load_model
 
-    if not 0 <= args.port < 65536 or args.page_size < 1:
-        print(f"serve: --port must be in [0, 65535] and --page-size >= 1, got {args.port} / "
-              f"{args.page_size}", file=sys.stderr)
+    if not 0 <= args.port < 65536 or args.page_size < 1 or (args.num_pages or 1) < 1:
+        print(f"serve: --port must be in [0, 65535], --page-size and --num-pages >= 1, got "
+              f"{args.port} / {args.page_size} / {args.num_pages}", file=sys.stderr)
         return 2
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if args.cuda_graph and not device.startswith("cuda"):
@@ -48,7 +51,7 @@ def run(args) -> int:
     checkpoint = load_model(args.model, device=device)
     backend = open_backend("embedded", args.model, mode=args.mode, cuda_graph=args.cuda_graph,
                            device=device, checkpoint=checkpoint, page_size=args.page_size,
-                           num_pages=None if device != "cpu" else 512)
+                           num_pages=args.num_pages or (None if device != "cpu" else 512))
     from det_suite.gsm8k.prompts import load_tokenizer, stop_ids
     try:
         tokenizer = load_tokenizer(checkpoint)

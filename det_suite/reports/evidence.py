@@ -130,7 +130,11 @@ def headline(folder: str | Path) -> dict:
     no_pdl = _load_json(_find(tests, "bench_no_pdl.json"))
     suite = _load_json(_find(tests, "gpu_suite.json"))
     lint = _load_json(_find(matrix, "lint.json"))["lint"]
-    mutants = _load_json(_find(folder / "mutants", "mutation-report.json"))
+    # The mutants phase may be left out of a run (device time is short); then it says so.
+    try:
+        mutants = _load_json(_find(folder / "mutants", "mutation-report.json"))
+    except FileNotFoundError:
+        mutants = None
     env = inv["environment"]
     verdicts = {v["provider"]: v for v in inv["verdicts"]}
     claimed = [v for v in verdicts.values() if v["claims_invariance"]]
@@ -149,7 +153,7 @@ def headline(folder: str | Path) -> dict:
         "stack": f"torch {env['torch']}, Triton {env['triton']}, Python {env['python']}",
         "revisions": sorted({env.get("git_revision"),
                              suite["environment"].get("git_revision"),
-                             mutants.get("git_revision")} - {None}),
+                             (mutants or {}).get("git_revision")} - {None}),
         "date": env["timestamp_utc"][:10],
         "shapes": [f"{s['name']} {s['n']}x{s['k']}" for s in inv["config"]["shapes"]],
         "suffix_ms": inv["plan"]["suffix_ms"],
@@ -191,7 +195,8 @@ def headline(folder: str | Path) -> dict:
         "not_run_reasons": junit_skip_reasons(_find(tests, "junit.xml")),
         "pytest_failures": failure_declarations(folder),
         "lint": {"ok": lint["ok"], "variants": variants, "violations": len(lint["violations"])},
-        "gpu_mutants": {k: mutants["totals"][k] for k in ("killed", "survived", "total")},
+        "gpu_mutants": None if mutants is None else {
+            k: mutants["totals"][k] for k in ("killed", "survived", "total")},
     }
 
 
@@ -249,11 +254,17 @@ def render_markdown(h: dict, folder: str, command: str) -> str:
                   for d in h.get("pytest_failures", {}).get("declared", [])) + ".",
         f"- Instruction lint: {h['lint']['variants']} launch variants cross-compiled, "
         f"{h['lint']['violations']} violations (one MMA family per entry; PDL waits first).",
-        f"- GPU-only mutants (`tools/mutations.toml`, `needs_gpu`): {h['gpu_mutants']['killed']} "
-        f"of {h['gpu_mutants']['total']} killed by the tests, {h['gpu_mutants']['survived']} "
-        "survived.",
+        _mutants_text(h["gpu_mutants"]),
     ]
     return "\n".join(lines)
+
+
+def _mutants_text(m: dict | None) -> str:
+    if m is None:
+        return ("- GPU-only mutants (`tools/mutations.toml`, `needs_gpu`): not run in this "
+                "evidence run (`tools/gpu_evidence.sh mutants` was left out).")
+    return (f"- GPU-only mutants (`tools/mutations.toml`, `needs_gpu`): {m['killed']} of "
+            f"{m['total']} killed by the tests, {m['survived']} survived.")
 
 
 def readme_block(text: str) -> str | None:

@@ -116,7 +116,7 @@ def generate(backend, vocab: int, body, *, tokenizer=None, stops=()) -> list[dic
         return t if t < vocab - 1 else 0
 
     items = []
-    for ask, done in zip(asks, backend.generate([a.request for a in asks])):
+    for ask, done in zip(asks, _in_waves(backend, [a.request for a in asks])):
         request = ask.request
         prompt, start = request.prompt_ids, request.logprobs_from - 1
         scored = len(prompt) - start - 1
@@ -137,6 +137,24 @@ def generate(backend, vocab: int, body, *, tokenizer=None, stops=()) -> list[dic
         text = tokenizer.decode(output, skip_special_tokens=True) if tokenizer else ""
         items.append({"text": text, "output_ids": output, "meta_info": meta})
     return items
+
+
+def _in_waves(backend, requests: list[Request]) -> list:
+    """The engine's completions, in waves its KV cache holds: SGLang queues what does not
+    fit rather than failing the batch (det mode's rows do not depend on the wave; a prompt
+    no wave can hold is a BadRequest naming the cache)."""
+    from det_suite.engine.prefix_cache import CacheFullError
+
+    try:
+        return backend.generate(requests)
+    except CacheFullError as exc:
+        if len(requests) == 1:
+            raise BadRequest(f"this prompt does not fit the KV cache ({exc}); start "
+                             "`det-suite serve` with a larger --num-pages") from None
+        half = len(requests) // 2
+        return _in_waves(backend, requests[:half]) + _in_waves(backend, requests[half:])
+    except ValueError as exc:  # the engine's own input checks (length, vocabulary)
+        raise BadRequest(str(exc)) from None
 
 
 class EngineServer:

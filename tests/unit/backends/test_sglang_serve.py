@@ -96,6 +96,46 @@ def test_http_400_names_the_refused_field():
         assert err.value.code == 400 and b"top_k" in err.value.read()
 
 
+class SmallCache(Echoing):
+    """A backend whose KV cache holds `tokens` prompt tokens per batch (the engine's error)."""
+
+    def __init__(self, tokens):
+        self.tokens, self.batches = tokens, []
+
+    def generate(self, requests):
+        from det_suite.engine.prefix_cache import CacheFullError
+
+        if sum(len(r.prompt_ids) for r in requests) > self.tokens:
+            raise CacheFullError("the KV cache needs more pages")
+        self.batches.append(len(requests))
+        return super().generate(requests)
+
+
+def test_a_batch_the_kv_cache_cannot_hold_runs_in_waves_as_sglang_queues_it():
+    body = generate_body([Request((t, t + 1, t + 2), 1, logprobs_from=1) for t in range(5)])
+    backend = SmallCache(tokens=6)
+    assert generate(backend, 50, body) == generate(Echoing(), 50, body)
+    assert backend.batches == [2, 1, 2]  # 5 fails, then halves until each wave fits
+
+
+def test_a_prompt_no_wave_can_hold_and_an_engine_input_error_are_http_400():
+    with EngineServer(SmallCache(tokens=2), vocab=50, model="small") as server:
+        body = generate_body([Request((1, 2, 3), 1)])
+        req = urllib.request.Request(server.url + "/generate", data=json.dumps(body).encode(),
+                                     method="POST")
+        with pytest.raises(urllib.error.HTTPError) as err:
+            urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req)
+        assert err.value.code == 400 and b"--num-pages" in err.value.read()
+
+    class Refusing(Echoing):
+        def generate(self, requests):
+            raise ValueError("requests[0]: prompt (3) + max_new_tokens (1) = 4 exceeds the "
+                             "engine's max_seq_len 3")
+
+    with pytest.raises(BadRequest, match="max_seq_len"):
+        generate(Refusing(), 50, generate_body([Request((1, 2, 3), 1)]))
+
+
 @pytest.mark.model
 def test_cache_hit_against_serve_gives_what_the_embedded_backend_gives(kernel_device):
     from det_suite.checks.cache_hit import FACTORIES

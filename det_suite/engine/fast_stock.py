@@ -7,7 +7,9 @@ a vendor or a flash-decoding kernel would choose by M or by context differ:
 - FP8 linears: `torch._scaled_mm` (cuBLASLt per-tensor; q/k/v and gate/up stacked into one
   GEMM each with per-column weight scales, the rowwise-scaled `_scaled_mm`), fed by det's
   fused norm + quantize and silu-mul + quantize producers (row-local, so invariant by
-  nature: an engine's fused quantization computes the same thing).
+  nature: an engine's fused quantization computes the same thing). At decode-sized M
+  (<= DECODE_MAX_ROWS rows) det-suite's GEMM instead, the faster kernel there: the kernel
+  choice follows M, as an engine's does.
 - Decode attention: split-KV (flash-decoding), `kernels.stock_decode_attention_split` and
   `_combine`, splits chosen by the batch (`decode_splits`) and slice length by the context;
   the combine quantizes the o projection's input as det's does.
@@ -16,7 +18,7 @@ a vendor or a flash-decoding kernel would choose by M or by context differ:
   gain from M).
 - lm_head: `F.linear` (cuBLAS BF16); log_softmax: `torch.log_softmax` in fp32.
 
-On the CPU (no FP8 GEMM in torch) the linears compute the fp32 product of the same FP8
+On the CPU (no FP8 GEMM in torch) the vendor linears compute the fp32 product of the same FP8
 operands, as the stock arm does.
 """
 
@@ -41,6 +43,11 @@ MIN_BLOCK_H = 16
 PROGRAMS_PER_SM = 2
 MAX_SPLITS = 64
 CPU_SMS = 4
+# At decode-sized M, det-suite's decode tiles read the FP8 weights nearer the bandwidth floor
+# than cuBLASLt (one H100, run h100-2026-12-07-round3: 0.92x torch._scaled_mm's time at M = 1
+# on Qwen3-8B's shapes, parity by M = 32); an engine takes the fastest kernel per M, so the
+# control's linears do too. Above this many rows, cuBLASLt.
+DECODE_MAX_ROWS = 16
 
 
 def decode_splits(requests: int, kv_heads: int, max_keys: int, sms: int) -> int:
@@ -103,9 +110,18 @@ def decode_attention(q, k_cache, v_cache, block_tables, context_lens, scale: flo
 def fast_fp8_linear(x, lin) -> torch.Tensor:
     q, dtype = fp8_operand(x, lin.input_scale)
     lead = q.shape[:-1]
+    if _decode_sized(q):
+        from det_suite.ops.quantized_inputs import QuantizedInput, linear_on_quantized
+
+        return linear_on_quantized(QuantizedInput(q, lin.input_scale, dtype), lin.weight,
+                                   lin.weight_scale, lin.input_scale, lin.bias)
     out = vendor_scaled_mm(q.reshape(-1, q.shape[-1]), lin.weight, lin.input_scale,
                            lin.weight_scale, lin.bias, dtype)
     return out.reshape(*lead, out.shape[-1])
+
+
+def _decode_sized(q: torch.Tensor) -> bool:
+    return q.numel() // q.shape[-1] <= DECODE_MAX_ROWS
 
 
 # Per stacked group (by id, the group kept alive beside it): its weight scales per column,
@@ -152,6 +168,15 @@ def norm_for_group(x, delta, weight, eps, group):
 
 
 def group_linear(q, group, dtype):
+    if _decode_sized(q):
+        from det_suite.ops.linear import fp8_scaled_mm_segmented
+
+        k = q.shape[-1]
+        stacked = q.reshape(1, -1, k).expand(len(group.widths), -1, -1).contiguous()
+        out = fp8_scaled_mm_segmented(stacked, group.weight, group.input_scales,
+                                      group.weight_scales, group.widths, group.bias,
+                                      out_dtype=dtype)
+        return out.reshape(*q.shape[:-1], -1).split(group.widths, dim=-1)
     columns = _column_scales(group)
     out = vendor_scaled_mm(q.reshape(-1, q.shape[-1]), group.weight, group.input_scales[:1],
                            columns, group.bias, dtype)
@@ -202,7 +227,8 @@ def fast_stock_opset():
 # What the arm runs, for the report (bench e2e names each arm's kernels).
 KERNELS = {
     "fp8 linears": "torch._scaled_mm (cuBLASLt; q/k/v and gate/up stacked, rowwise scales) "
-                   "after det's fused norm/silu-mul + FP8 quantize",
+                   "after det's fused norm/silu-mul + FP8 quantize; det-suite's GEMM at M <= "
+                   f"{DECODE_MAX_ROWS} (faster there)",
     "decode attention": "split-KV Triton (stock_decode_attention_split + _combine), splits "
                         "by batch, slice length by context, FP8 output fused",
     "prefill attention": "det's paged attention (bi_paged_attention)",

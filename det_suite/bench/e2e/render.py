@@ -101,10 +101,10 @@ def kernel_lines(payload: dict) -> list[str]:
 # Why the control (arm A) can be slower than det in a cell, by metric: what was measured or
 # known when the fast control was built (docs/e2e-and-report.md, "Where control is slower").
 SLOWER_CAUSES = {
-    "decode_ms_per_step": "at decode sizes (M = batch) cuBLASLt's FP8 kernels read the "
-                          "weights further from the bandwidth floor than det-suite's split-K "
-                          "tiles (H200: the linear layers of a Qwen3-8B decode step 3.54 ms "
-                          "vs 3.07 ms, design notes)",
+    "decode_ms_per_step": "at decode sizes (M = batch <= 16) both arms run det-suite's FP8 "
+                          "GEMM, the faster kernel there, so the step differs by the decode "
+                          "attention, the lm_head and log_softmax; above 16 rows the control "
+                          "runs cuBLASLt",
     "prefill_ms": "both arms run det's prefill attention and row-local kernels, so prefill "
                   "differs by the FP8 GEMMs and the lm_head only",
     "e2e_ms": "end to end is prefill plus the decode steps: see those rows",

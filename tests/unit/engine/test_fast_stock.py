@@ -83,18 +83,63 @@ def _linear(n, k=64, seed=0, weight_scale=0.02, device="cpu"):
                      torch.tensor([0.05], device=device), None)
 
 
-def test_the_stacked_linear_gives_each_members_product(device):
+def _group(device, widths=(128, 64)):
     from det_suite.engine.linear_groups import stack_linears
 
-    members = [_linear(32, seed=1, weight_scale=0.02, device=device),
-               _linear(16, seed=2, weight_scale=0.03, device=device)]
+    import dataclasses
+
+    members = [_linear(n, seed=i + 1, weight_scale=0.02 + 0.01 * i, device=device)
+               for i, n in enumerate(widths)]
+    # One input tensor for all members: the arm stacks only linears that share a scale.
+    members = [dataclasses.replace(m, input_scale=members[0].input_scale) for m in members]
     group = stack_linears(members)
     fs._COLUMN_SCALES[id(group)] = (group, torch.repeat_interleave(
         group.weight_scales, torch.tensor(group.widths, device=device)))
-    x = torch.randn(5, 64, generator=torch.Generator().manual_seed(3)).to(torch.bfloat16)
-    x = x.to(device)
+    return members, group
+
+
+def _activations(rows, device, seed=3):
+    x = torch.randn(rows, 64, generator=torch.Generator().manual_seed(seed))
+    return x.to(torch.bfloat16).to(device)
+
+
+def test_above_decode_rows_the_stacked_linear_is_the_vendors_product_per_member(device):
+    members, group = _group(device)
+    x = _activations(fs.DECODE_MAX_ROWS + 7, device)
     q = quantize_static(x, group.input_scales[:1])
     for got, lin in zip(fs.group_linear(q, group, torch.bfloat16), members):
-        # The same fp32 sums of exact FP8 products, scaled once and rounded to BF16 once.
-        assert torch.allclose(got.float(), stock_fp8_linear(x, lin).float(), rtol=2 ** -7,
-                              atol=1e-3)
+        assert torch.equal(got, stock_fp8_linear(x, lin))
+
+
+@pytest.mark.parametrize("rows", [1, 3, fs.DECODE_MAX_ROWS])
+def test_at_decode_rows_the_linears_are_det_suites_gemm_bit_for_bit(rows, device):
+    """The faster kernel at decode-sized M: det-suite's GEMM on the same FP8 operand (the
+    arm's kernel choice follows M; its bits there are det's)."""
+    from det_suite.ops.quantized_inputs import QuantizedInput, linear_on_quantized
+
+    members, group = _group(device)
+    x = _activations(rows, device)
+    q = quantize_static(x, group.input_scales[:1])
+    for got, lin in zip(fs.group_linear(q, group, torch.bfloat16), members):
+        want = linear_on_quantized(QuantizedInput(q, lin.input_scale, x.dtype), lin.weight,
+                                   lin.weight_scale, lin.input_scale)
+        assert torch.equal(got, want)
+    lin = members[0]
+    want = linear_on_quantized(QuantizedInput(q, lin.input_scale, x.dtype), lin.weight,
+                               lin.weight_scale, lin.input_scale)
+    assert torch.equal(fs.fast_fp8_linear(x, lin), want)
+
+
+@pytest.mark.parametrize("rows, vendor", [(1, False), (fs.DECODE_MAX_ROWS, False),
+                                          (fs.DECODE_MAX_ROWS + 1, True)])
+def test_the_kernel_choice_follows_m(monkeypatch, rows, vendor):
+    """cuBLASLt above decode-sized M, det-suite's GEMM at or below it, for single and
+    stacked linears alike."""
+    calls = []
+    real = fs.vendor_scaled_mm
+    monkeypatch.setattr(fs, "vendor_scaled_mm", lambda *a: calls.append(1) or real(*a))
+    members, group = _group("cpu")
+    x = _activations(rows, "cpu")
+    fs.fast_fp8_linear(x, members[0])
+    fs.group_linear(quantize_static(x, group.input_scales[:1]), group, torch.bfloat16)
+    assert calls == ([1, 1] if vendor else [])

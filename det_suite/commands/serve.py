@@ -36,11 +36,10 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import torch
 
-    from det_suite.backends.open import open_backend
-    from det_suite.backends.sglang.serve import EngineServer
-    from det_suite.models.spec import load_model
+    from det_suite.backends.sglang.serve import open_engine_server
 
-    if not 0 <= args.port < 65536 or args.page_size < 1 or (args.num_pages or 1) < 1:
+    if not 0 <= args.port < 65536 or args.page_size < 1 or (args.num_pages is not None
+                                                           and args.num_pages < 1):
         print(f"serve: --port must be in [0, 65535], --page-size and --num-pages >= 1, got "
               f"{args.port} / {args.page_size} / {args.num_pages}", file=sys.stderr)
         return 2
@@ -48,23 +47,10 @@ def run(args) -> int:
     if args.cuda_graph and not device.startswith("cuda"):
         print("serve: --cuda-graph needs a CUDA device", file=sys.stderr)
         return 2
-    checkpoint = load_model(args.model, device=device)
-    backend = open_backend("embedded", args.model, mode=args.mode, cuda_graph=args.cuda_graph,
-                           device=device, checkpoint=checkpoint, page_size=args.page_size,
-                           num_pages=args.num_pages or (None if device != "cpu" else 512))
-    from det_suite.gsm8k.prompts import load_tokenizer, stop_ids
-    try:
-        tokenizer = load_tokenizer(checkpoint)
-    except ValueError:
-        tokenizer = None  # input_ids only
-    stops = stop_ids(tokenizer, checkpoint) if tokenizer is not None else ()
-    try:
-        server = EngineServer(backend, vocab=int(checkpoint.config.vocab_size),
-                              model=args.model, host=args.host, port=args.port,
-                              tokenizer=tokenizer, stops=stops)
-    except OSError as exc:
-        print(f"serve: cannot listen on {args.host}:{args.port}: {exc}", file=sys.stderr)
-        return 2
+    server = open_engine_server(args.model, mode=args.mode, device=device,
+                                cuda_graph=args.cuda_graph, page_size=args.page_size,
+                                num_pages=args.num_pages, host=args.host, port=args.port)
+    backend = server.backend
     with server:
         print(f"serve: {args.model} ({args.mode} mode, {device}) at {server.url}", flush=True)
         try:

@@ -96,16 +96,21 @@ def test_the_block_names_what_changed_and_says_when_nothing_did(summaries):
 
 @needs_docs
 def test_editing_a_kernel_in_a_copy_makes_the_block_say_so(tmp_path, summaries):
+    summary = next(iter(summaries.values()))
+    before = evidence_summary.changed_since(summary, source_hashes(REPO_ROOT))
+    # A kernel the run measured that this tree has not changed yet (kernel work lands
+    # between GPU runs, so which ones are still as measured varies).
+    unchanged = sorted(p for p in summary["dependencies"]
+                       if p.startswith("det_suite/kernels/") and p not in before)
+    if not unchanged:
+        pytest.skip("every kernel the evidence run measured has changed since: nothing to edit")
     for sub in ("det_suite", "tests"):
         shutil.copytree(REPO_ROOT / sub, tmp_path / sub,
                         ignore=shutil.ignore_patterns("__pycache__"))
-    kernel = tmp_path / "det_suite" / "kernels" / "fp8_epilogue.py"
+    kernel = tmp_path / unchanged[0]
     kernel.write_text(kernel.read_text() + "\n# edited\n")
-    summary = next(iter(summaries.values()))
-    before = evidence_summary.changed_since(summary, source_hashes(REPO_ROOT))
     after = evidence_summary.changed_since(summary, source_hashes(tmp_path))
-    assert after.get("det_suite/kernels/fp8_epilogue.py") == "changed since"
-    assert "det_suite/kernels/fp8_epilogue.py" not in before
+    assert after.get(unchanged[0]) == "changed since"
 
 
 JUNIT = """<testsuites><testsuite name="pytest">

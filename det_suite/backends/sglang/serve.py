@@ -19,6 +19,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import urlsplit
 
 from det_suite.backends.interface import Request
+from det_suite.errors import InputError
 
 SAMPLING_KEYS = {"max_new_tokens", "temperature", "ignore_eos", "frequency_penalty",
                  "presence_penalty", "sampling_seed"}
@@ -228,3 +229,32 @@ class EngineServer:
 
     def __exit__(self, *exc) -> None:
         self.stop()
+
+
+def open_engine_server(model: str, *, mode: str = "det", device: str = "cpu",
+                       cuda_graph: bool = False, page_size: int = 16,
+                       num_pages: int | None = None, host: str = "127.0.0.1",
+                       port: int = 0) -> EngineServer:
+    """An EngineServer (not started) over a fresh embedded engine of `model`, with the
+    model's tokenizer and stop ids when it has them; the caller closes `server.backend`."""
+    from det_suite.backends.open import open_backend
+    from det_suite.gsm8k.prompts import load_tokenizer, stop_ids
+    from det_suite.models.spec import load_model
+
+    checkpoint = load_model(model, device=device)
+    backend = open_backend("embedded", model, mode=mode, cuda_graph=cuda_graph, device=device,
+                           checkpoint=checkpoint, page_size=page_size,
+                           num_pages=num_pages if num_pages is not None else
+                           (None if device != "cpu" else 512))
+    try:
+        tokenizer = load_tokenizer(checkpoint)
+    except ValueError:
+        tokenizer = None  # input_ids only
+    stops = stop_ids(tokenizer, checkpoint) if tokenizer is not None else ()
+    try:
+        return EngineServer(backend, vocab=int(checkpoint.config.vocab_size), model=model,
+                            host=host, port=port, tokenizer=tokenizer, stops=stops)
+    except OSError as exc:
+        backend.close()
+        raise InputError(f"serve: cannot listen on {host}:{port}: {exc}") from None
+

@@ -286,3 +286,26 @@ def test_sglangs_own_deterministic_test_talks_to_det_suite_serve():
                                        input_ids=[3, 4, 5], max_new_tokens=2,
                                        return_full_response=True)
     assert full["output_ids"] == [1, 1] and len(full["meta_info"]["output_token_logprobs"]) == 2
+
+
+def test_sglangs_prefix_mode_gives_one_output_per_prompt_against_serve_on_the_tiny_engine():
+    """The wheel's prefix mode (prompts sharing prefixes of 1, 511, 2048 and 4097 characters,
+    random batches of up to n) against `det-suite serve` on synthetic:tiny: one unique
+    output per prompt. Batches that hold several 4097-token prompts exceed the CPU default
+    KV cache and run in waves. The stock op set serves it (torch on the CPU: det mode's
+    Triton interpreter takes minutes over 4097-token prompts), so this proves the protocol
+    and the server's batching; `test_cache_hit_against_serve...` proves det mode's bits."""
+    real_sglang.import_sglang()
+    from sglang.test import test_deterministic as sglang_test
+
+    from det_suite.backends.sglang.serve import open_engine_server
+
+    server = open_engine_server("synthetic:tiny?seed=0", mode="stock", device="cpu")
+    try:
+        with server:
+            host, port = server.url.removeprefix("http://").rsplit(":", 1)
+            args = sglang_test.BenchArgs(host=host, port=int(port), n_trials=4,
+                                         max_new_tokens=4, test_mode="prefix")
+            assert sglang_test.test_deterministic(args) == [1, 1, 1, 1]
+    finally:
+        server.backend.close()

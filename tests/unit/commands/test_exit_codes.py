@@ -59,6 +59,7 @@ COMMANDS = {
                                            "1", "--device", "cpu"],
     "gsm8k-record": lambda model, out: ["gsm8k", "record", "--model", model, "--fixtures",
                                         str(out), "--device", "cpu", "--no-progress"],
+    "serve": lambda model, out: ["serve", "--model", model, "--device", "cpu", "--port", "0"],
 }
 
 
@@ -219,3 +220,25 @@ def test_commands_on_a_bit_flipped_checkpoint(good_checkpoint, tmp_path, capsys)
     assert main(["gsm8k", "check", "--fixture", str(fixture), "--model", flipped,
                  "--out", str(tmp_path / "check"), *run]) == 3
     assert "NOT COMPARABLE" in capsys.readouterr().out
+
+
+def test_serve_on_a_port_in_use_exits_2_with_one_line(good_checkpoint, capsys):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert main(["serve", "--model", str(good_checkpoint), "--device", "cpu",
+                     "--port", str(port)]) == 2
+    _one_error_line(capsys.readouterr().err, f"cannot listen on 127.0.0.1:{port}")
+
+
+@pytest.mark.parametrize("args, phrase", [(["--port", "70000"], "--port must be in"),
+                                          (["--num-pages", "0"], "--num-pages >= 1"),
+                                          (["--cuda-graph", "--device", "cpu"],
+                                           "--cuda-graph needs a CUDA device")])
+def test_serve_refuses_bad_arguments_before_loading_anything(args, phrase, capsys):
+    assert main(["serve", "--model", "synthetic:tiny?seed=0", *args]) == 2
+    _one_error_line(capsys.readouterr().err, phrase)
+

@@ -160,6 +160,8 @@ class CacheHitResult:
     # "mode/engine" -> the backend's routing counts, where it reports them (SGLang's det
     # arm: linear layers routed to det-suite vs upstream).
     routing: dict = field(default_factory=dict)
+    # "mode/engine" -> tensor / data parallel sizes, where the backend reports them (SGLang).
+    parallel: dict = field(default_factory=dict)
 
     def rows(self, mode: str) -> list[Comparison]:
         return [c for c in self.comparisons if c.mode == mode]
@@ -337,7 +339,7 @@ def run_cache_hit(settings: CacheHitSettings, *, backend_factory=None,
         backend_factory, vocab, device = FACTORIES[s.backend](s)
     if vocab is None:
         raise ValueError("vocab: required with a custom backend_factory")
-    comparisons, skipped, routing = [], [], {}
+    comparisons, skipped, routing, parallel = [], [], {}, {}
     for mode in s.modes:
         base_colds, base_label = None, None
         for variant in s.variants:
@@ -348,6 +350,8 @@ def run_cache_hit(settings: CacheHitSettings, *, backend_factory=None,
             backend = backend_factory(mode, variant)
             if getattr(backend, "routing", None) is not None:
                 routing[f"{mode}/{variant.label}"] = backend.routing
+            if getattr(backend, "parallel", None) is not None:
+                parallel[f"{mode}/{variant.label}"] = backend.parallel
             try:
                 rows, colds = run_engine_cases(backend, s, mode, variant.label, vocab, say)
             finally:
@@ -364,4 +368,4 @@ def run_cache_hit(settings: CacheHitSettings, *, backend_factory=None,
     payload = {k: v for k, v in asdict(s).items() if k != "progress"}
     return CacheHitResult(settings=payload, comparisons=comparisons,
                           seconds=time.perf_counter() - started, skipped=skipped,
-                          routing=routing)
+                          routing=routing, parallel=parallel)

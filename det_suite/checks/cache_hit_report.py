@@ -55,6 +55,9 @@ def verdict_lines(result: CacheHitResult) -> list[str]:
     for arm, counts in result.routing.items():
         lines.append(f"routing {arm}: {counts['det_suite']} linear layers to det-suite, "
                      f"{counts['upstream']} upstream")
+    for arm, sizes in result.parallel.items():
+        lines.append(f"parallelism {arm}: tensor parallel {sizes['tp_size'] or 'not reported'}, "
+                     f"data parallel {sizes['dp_size'] or 'not reported'}")
     for reason in result.skipped:
         lines.append(f"not run: {reason}")
     return lines
@@ -94,7 +97,7 @@ def write_report(result: CacheHitResult, out_dir, environment: dict | None = Non
                "positive_control_flagged": result.control_flagged,
                "positive_control_differing": len(result.control_differences()),
                "exit_code": result.exit_code, "skipped": result.skipped,
-               "routing": result.routing,
+               "routing": result.routing, "parallel": result.parallel,
                "verdict": verdict_lines(result),
                "comparisons": [asdict(c) for c in result.comparisons]}
     if environment is not None:

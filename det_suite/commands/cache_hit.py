@@ -19,7 +19,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-LAUNCH_OPTIONS = ("attention_backend", "server_arg", "server_python", "health_timeout")
+LAUNCH_OPTIONS = ("attention_backend", "tp_size", "dp_size", "server_arg", "server_python",
+                  "health_timeout")
 
 
 def _ints(text: str, name: str) -> tuple[int, ...]:
@@ -59,6 +60,11 @@ def register(subparsers) -> None:
     sg.add_argument("--work-dir", metavar="DIR",
                     help="server logs and written synthetic checkpoints (default OUT/sglang)")
     sg.add_argument("--attention-backend", help="launch: attention backend (default triton)")
+    sg.add_argument("--tp-size", type=int, metavar="N",
+                    help="launch: tensor parallel GPUs per server (default 1; docs/sglang.md, "
+                         "multi-GPU)")
+    sg.add_argument("--dp-size", type=int, metavar="N",
+                    help="launch: data parallel replicas per server (default 1)")
     sg.add_argument("--server-arg", action="append", metavar="ARG",
                     help="launch: one more argument for sglang.launch_server, verbatim "
                          "(repeatable; write --server-arg=--mem-fraction-static=0.8)")
@@ -104,8 +110,9 @@ def _backend_options(args) -> dict:
         options["request_timeout"] = args.request_timeout
     if args.server_url is None:
         options["work_dir"] = args.work_dir or str(Path(args.out) / "sglang")
-        for name, key in (("attention_backend", "attention_backend"),
-                          ("server_python", "python"), ("health_timeout", "health_timeout")):
+        for name, key in (("attention_backend", "attention_backend"), ("tp_size", "tp_size"),
+                          ("dp_size", "dp_size"), ("server_python", "python"),
+                          ("health_timeout", "health_timeout")):
             if getattr(args, name) is not None:
                 options[key] = getattr(args, name)
         if args.server_arg:

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Sequence
 
 from det_suite.backends.interface import Completion, Request, engine_label
-from det_suite.backends.sglang.client import SGLangClient, SGLangConnectionError
+from det_suite.backends.sglang.client import SGLangClient, SGLangConnectionError, SGLangError
 
 MODES = ("det", "stock")
 
@@ -70,6 +70,17 @@ def served_model_path(model: str, work_dir: Path, *, progress=print) -> str:
     return str(out)
 
 
+def _served_parallel(client) -> dict:
+    """A running server's tensor / data parallel sizes, from GET /server_info (its resolved
+    arguments); None for a size it does not report."""
+    try:
+        info = client.server_info()
+    except SGLangError:
+        info = {}
+    return {name: info.get(name) if isinstance(info, dict) else None
+            for name in ("tp_size", "dp_size")}
+
+
 class SGLangBackend:
     """`url`: attach to a running server (nothing is started or stopped). Otherwise a
     server is booted for `model` with the seed's settings; `server_options` go to
@@ -86,6 +97,8 @@ class SGLangBackend:
         # The det arm's routing counts for a server det-suite booted (None: not booted here,
         # or the stock arm, whose plugin is not loaded).
         self.routing: dict | None = None
+        # Tensor / data parallel sizes the server runs with (None where it does not say).
+        self.parallel: dict | None = None
         progress = progress or (lambda _line: None)
         if url is not None:
             if server_options or chunk_size is not None or page_size is not None:
@@ -97,6 +110,7 @@ class SGLangBackend:
                 raise SGLangConnectionError(f"url: no healthy SGLang server at {url} "
                                             "(GET /health failed)")
             self.name = f"sglang:{mode}@{self.client.url}"
+            self.parallel = _served_parallel(self.client)
             return
         from det_suite.backends.sglang.server import ServerSettings, SGLangServer
 
@@ -108,6 +122,7 @@ class SGLangBackend:
             log_path=str(work / f"sglang-{mode}-{label}.log"), **server_options)
         self.server = SGLangServer(settings, progress=progress).start()
         self.routing = self.server.routing
+        self.parallel = settings.parallel
         self.client = SGLangClient(self.server.url, timeout=request_timeout,
                                    vocab_size=model_vocab(model))
         self.name = f"sglang:{mode}:{label}"

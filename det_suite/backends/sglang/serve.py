@@ -1,6 +1,6 @@
 """The embedded engine behind the part of SGLang's native HTTP API the checks use:
 `/generate` (batched input_ids, greedy, forced length, logprobs from logprob_start_len),
-`/flush_cache`, `/health`, `/health_generate`, `/model_info`; text prompts too when the model
+`/flush_cache`, `/health`, `/health_generate`, `/model_info`, `/server_info`; text prompts too when the model
 has a tokenizer, and stopping at EOS, which SGLang's own `test/test_deterministic.py` sends.
 
 SGLang's conventions are kept, so an SGLang client (det-suite's, or SGLang's own) cannot
@@ -189,6 +189,9 @@ class EngineServer:
                 if path in ("/model_info", "/get_model_info"):
                     return self._answer(200, {"model_path": owner.model, "is_generation": True,
                                               "served_by": "det-suite serve"})
+                if path in ("/server_info", "/get_server_info"):  # one engine, one device
+                    return self._answer(200, {"model_path": owner.model, "tp_size": 1,
+                                              "dp_size": 1, "served_by": "det-suite serve"})
                 self._answer(404, {"error": f"det-suite serve has no GET {path}"})
 
             def do_POST(self):

@@ -63,7 +63,8 @@ class ServerSettings:
     plugin: bool = True                 # the det-suite arm (False: the upstream arm)
     deterministic: bool = True          # --enable-deterministic-inference
     attention_backend: str = "triton"
-    tp_size: int = 1
+    tp_size: int = 1                    # tensor parallel ranks (GPUs per replica)
+    dp_size: int = 1                    # data parallel replicas
     dtype: str = "bfloat16"
     cuda_graph: bool = True
     chunked_prefill_size: int | None = None
@@ -84,7 +85,7 @@ class ServerSettings:
             raise ValueError(f"attention_backend: deterministic inference supports "
                              f"{', '.join(DETERMINISTIC_ATTENTION)}; got "
                              f"{self.attention_backend!r}")
-        for name in ("tp_size", "chunked_prefill_size", "page_size", "port"):
+        for name in ("tp_size", "dp_size", "chunked_prefill_size", "page_size", "port"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name}: expected an int >= 1, got {value!r}")
@@ -93,6 +94,10 @@ class ServerSettings:
                 raise ValueError(f"{name}: expected seconds > 0, got {getattr(self, name)!r}")
         if isinstance(self.extra_args, str):
             raise ValueError("extra_args: expected a sequence of arguments, got one string")
+
+    @property
+    def parallel(self) -> dict:
+        return {"tp_size": self.tp_size, "dp_size": self.dp_size}
 
     @property
     def arm(self) -> str:
@@ -109,6 +114,8 @@ def server_command(s: ServerSettings, port: int) -> list[str]:
     cmd = [s.python, "-m", LAUNCH_MODULE, "--model-path", s.model_path, "--host", s.host,
            "--port", str(port), "--tp-size", str(s.tp_size), "--dtype", s.dtype,
            "--attention-backend", s.attention_backend]
+    if s.dp_size > 1:
+        cmd += ["--dp-size", str(s.dp_size)]
     if s.deterministic:
         cmd.append("--enable-deterministic-inference")
     if not s.cuda_graph:

@@ -155,3 +155,5 @@ def test_cache_hit_against_serve_gives_what_the_embedded_backend_gives(kernel_de
                                       for c in over_http.comparisons] == \
         [{k: getattr(c, k) for k in keep} for c in direct.comparisons]
     assert all(c.cached_tokens > 0 for c in over_http.comparisons if c.phase != "cold")
+    # The attached server's parallelism, read from its /server_info, is in the result.
+    assert list(over_http.parallel.values()) == [{"tp_size": 1, "dp_size": 1}]

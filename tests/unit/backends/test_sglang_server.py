@@ -39,6 +39,8 @@ def test_default_command_is_the_seeds_settings():
     pytest.param({"chunked_prefill_size": 256}, ["--chunked-prefill-size", "256"],
                  id="chunked-prefill"),
     pytest.param({"page_size": 16}, ["--page-size", "16"], id="page-size"),
+    pytest.param({"dp_size": 2}, ["--dp-size", "2", "--enable-deterministic-inference"],
+                 id="data-parallel"),
     pytest.param({"page_size": 16, "extra_args": ("--mem-fraction-static", "0.8")},
                  ["--page-size", "16", "--mem-fraction-static", "0.8"], id="extra-args-last"),
 ])
@@ -57,6 +59,7 @@ def test_without_deterministic_inference_the_flag_is_absent():
     pytest.param({"attention_backend": "torch_native"}, "attention_backend",
                  id="attention-without-deterministic-support"),
     pytest.param({"tp_size": 0}, "tp_size", id="zero-tp"),
+    pytest.param({"dp_size": 0}, "dp_size", id="zero-dp"),
     pytest.param({"page_size": -4}, "page_size", id="negative-page"),
     pytest.param({"health_timeout": 0}, "health_timeout", id="no-health-time"),
     pytest.param({"extra_args": "--foo 1"}, "extra_args", id="extra-args-as-one-string"),
@@ -335,3 +338,11 @@ def test_a_synthetic_model_is_written_once_for_the_server(tmp_path):
 
 # Against the real SGLang: its parser on every command line the launcher builds is in
 # test_sglang_real.py (a synthetic checkpoint; a hub id would need the network).
+
+
+def test_tensor_parallel_size_reaches_the_command_line_and_the_result():
+    settings = ServerSettings("m", tp_size=4)
+    cmd = server_command(settings, 1)
+    assert cmd[cmd.index("--tp-size") + 1] == "4" and "--dp-size" not in cmd
+    assert settings.parallel == {"tp_size": 4, "dp_size": 1}
+

@@ -109,22 +109,27 @@ def test_cli_runs_the_check_against_a_server_url_and_reports_the_hits(tmp_path, 
     assert f"on sglang at {srv.url}" in capsys.readouterr().out
 
 
-def test_the_result_records_each_arms_routing_counts(tmp_path):
+def test_the_result_records_each_arms_routing_counts_and_parallelism(tmp_path):
     from det_suite.checks.cache_hit_report import verdict_lines, write_report
 
     settings = CacheHitSettings(**{**SMALL, "batches": (1,)})
-    counts = {"det_suite": 28, "upstream": 0, "reasons": {}, "processes": 1}
+    counts = {"det_suite": 28, "upstream": 0, "reasons": {}, "processes": 2}
+    sizes = {"tp_size": 2, "dp_size": 1}
 
     def make(mode, variant):
         backend = embedded_like_the_check(settings)
         backend.routing = counts  # what SGLangBackend reports for a det arm it booted
+        backend.parallel = sizes  # and the parallelism it launched with
         return backend
     result = run_cache_hit(settings, backend_factory=make, vocab=259)
     assert result.routing == {"stock/eager": counts}
-    assert "routing stock/eager: 28 linear layers to det-suite, 0 upstream" in \
-        verdict_lines(result)
+    assert result.parallel == {"stock/eager": sizes}
+    lines = verdict_lines(result)
+    assert "routing stock/eager: 28 linear layers to det-suite, 0 upstream" in lines
+    assert "parallelism stock/eager: tensor parallel 2, data parallel 1" in lines
     write_report(result, tmp_path)
-    assert json.loads((tmp_path / "cache_hit.json").read_text())["routing"] == result.routing
+    payload = json.loads((tmp_path / "cache_hit.json").read_text())
+    assert (payload["routing"], payload["parallel"]) == (result.routing, result.parallel)
 
 
 def test_cli_exits_2_when_the_det_arm_routed_nothing(tmp_path, capsys, monkeypatch):
@@ -151,8 +156,18 @@ def test_open_backend_attaches_to_a_running_server():
         backend = open_backend("sglang", TINY, mode="stock", url=srv.url)
         assert isinstance(backend, SGLangBackend) and backend.server is None
         assert backend.name == f"sglang:stock@{srv.url}"
+        assert backend.parallel == {"tp_size": None, "dp_size": None}  # /server_info: 404
         backend.close()   # a server it did not start is left running
-    assert [path for _, path, _, _ in srv.seen] == ["/health"]
+    assert [path for _, path, _, _ in srv.seen] == ["/health", "/server_info"]
+
+
+def test_an_attached_servers_parallelism_is_what_its_server_info_says():
+    info = {"tp_size": 2, "dp_size": 4, "model_path": "m"}
+    with LocalServer({("GET", "/health"): lambda q, b: (200, ""),
+                      ("GET", "/server_info"): lambda q, b: (200, info)}) as srv:
+        backend = open_backend("sglang", TINY, mode="det", url=srv.url)
+        assert backend.parallel == {"tp_size": 2, "dp_size": 4}
+        backend.close()
 
 
 @pytest.mark.parametrize("options, match", [
@@ -193,9 +208,11 @@ def _settings(*argv):
 def test_cli_launch_options_reach_the_backend():
     s = _settings("--backend", "sglang", "--model", "Qwen/Qwen3-8B-FP8", "--out", "res",
                   "--attention-backend", "fa3", "--server-arg=--mem-fraction-static=0.8",
-                  "--health-timeout", "60", "--engines", "graph,eager-chunk256")
+                  "--health-timeout", "60", "--engines", "graph,eager-chunk256",
+                  "--tp-size", "2", "--dp-size", "2")
     assert s.backend == "sglang" and s.server_url is None and s.modes == ("det", "stock")
     assert s.backend_options == {"work_dir": "res/sglang", "attention_backend": "fa3",
+                                 "tp_size": 2, "dp_size": 2,
                                  "extra_args": ("--mem-fraction-static=0.8",),
                                  "health_timeout": 60.0}
     assert s.variants == (EngineVariant(cuda_graph=True), EngineVariant(chunk_size=256))
@@ -219,6 +236,7 @@ def test_cli_server_url_takes_the_named_arm_and_one_graph_engine():
     pytest.param(["--server-url", "http://h:1", "--modes", "det"], "--server-url",
                  id="server-url-on-embedded"),
     pytest.param(["--server-arg=--x"], "--server-arg", id="launch-option-on-embedded"),
+    pytest.param(["--tp-size", "2"], "--tp-size", id="tensor-parallel-on-embedded"),
 ])
 def test_cli_refuses_options_that_mean_nothing_here(argv, match):
     with pytest.raises(ValueError, match=match):

@@ -85,15 +85,21 @@ def test_text_prompts_and_stopping_at_eos_answer_as_sglang_does():
     assert items[0]["text"] == "EH" and "input_token_logprobs" not in items[0]["meta_info"]
 
 
-def test_http_400_names_the_refused_field():
-    with EngineServer(Echoing(), vocab=10, model="echo") as server:
-        body = generate_body([Request((1, 2), 1)])
-        body["sampling_params"][0]["top_k"] = 5
+def _refused(backend, body) -> tuple[int, bytes]:
+    """(HTTP status, body) of a /generate the server refuses."""
+    with EngineServer(backend, vocab=50, model="stand-in") as server:
         req = urllib.request.Request(server.url + "/generate", data=json.dumps(body).encode(),
                                      method="POST")
         with pytest.raises(urllib.error.HTTPError) as err:
             urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req)
-        assert err.value.code == 400 and b"top_k" in err.value.read()
+        return err.value.code, err.value.read()
+
+
+def test_http_400_names_the_refused_field():
+    body = generate_body([Request((1, 2), 1)])
+    body["sampling_params"][0]["top_k"] = 5
+    status, text = _refused(Echoing(), body)
+    assert status == 400 and b"top_k" in text
 
 
 class SmallCache(Echoing):
@@ -119,13 +125,8 @@ def test_a_batch_the_kv_cache_cannot_hold_runs_in_waves_as_sglang_queues_it():
 
 
 def test_a_prompt_no_wave_can_hold_and_an_engine_input_error_are_http_400():
-    with EngineServer(SmallCache(tokens=2), vocab=50, model="small") as server:
-        body = generate_body([Request((1, 2, 3), 1)])
-        req = urllib.request.Request(server.url + "/generate", data=json.dumps(body).encode(),
-                                     method="POST")
-        with pytest.raises(urllib.error.HTTPError) as err:
-            urllib.request.build_opener(urllib.request.ProxyHandler({})).open(req)
-        assert err.value.code == 400 and b"--num-pages" in err.value.read()
+    status, text = _refused(SmallCache(tokens=2), generate_body([Request((1, 2, 3), 1)]))
+    assert status == 400 and b"--num-pages" in text
 
     class Refusing(Echoing):
         def generate(self, requests):

@@ -259,5 +259,5 @@ def open_engine_server(model: str, *, mode: str = "det", device: str = "cpu",
                             host=host, port=port, tokenizer=tokenizer, stops=stops)
     except OSError as exc:
         backend.close()
-        raise InputError(f"serve: cannot listen on {host}:{port}: {exc}") from None
+        raise InputError(f"cannot listen on {host}:{port}: {exc}") from None
 

@@ -21,7 +21,8 @@ How a run works
    run stops with exit code 2.
 3. Per mutation: a fresh copy, the `old` text (which must occur exactly once in its file,
    or the mutant is "not-applied") replaced by `new`, the test command run in the copy with
-   PYTHONPATH=<copy>. Non-zero exit: killed (first failing test from pytest's junit XML);
+   PYTHONPATH=<copy>, meta-tests (marker `meta`) deselected. Non-zero exit: killed (first
+   failing test from pytest's junit XML, reported as the mutant's killer);
    zero: survived; over --timeout: timeout. The copy is deleted afterwards.
 4. The report (JSON and Markdown, written atomically after every mutant, so an interrupted
    campaign leaves a valid partial report) goes to --out.
@@ -61,6 +62,9 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MUTATIONS = REPO_ROOT / "tools" / "mutations.toml"
 DEFAULT_OUT = Path("mutation-report")
 DEFAULT_PYTEST_ARGS = "-x -q -n 2 -p no:cacheprovider tests/unit"
+# Tests that fail on an edit to certain text whatever the code computes (the README block's
+# staleness, every mutant applying): deselected, so a kill is always a behavioural test's.
+META_MARKER = "meta"
 DEFAULT_TIMEOUT_S = 900.0
 DEFAULT_VERIFY_IMPORT = "det_suite"
 # Placeholders a --test-command may use; the pytest command uses both.
@@ -316,7 +320,15 @@ class TestRun:
 
 
 def pytest_command(pytest_args: str) -> list[str]:
-    return [PYTHON_PLACEHOLDER, "-m", "pytest", *shlex.split(pytest_args),
+    """pytest with `pytest_args`, meta-tests deselected (a `-m` expression given is kept and
+    narrowed), and the junit path to read the killing test from."""
+    args = shlex.split(pytest_args)
+    selection = f"not {META_MARKER}"
+    while "-m" in args[:-1]:
+        at = args.index("-m")
+        selection = f"({args[at + 1]}) and {selection}"
+        del args[at:at + 2]
+    return [PYTHON_PLACEHOLDER, "-m", "pytest", *args, "-m", selection,
             f"--junitxml={JUNIT_PLACEHOLDER}"]
 
 

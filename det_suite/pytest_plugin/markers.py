@@ -40,6 +40,13 @@ MARKERS = {
     "slow": "slow; skipped unless --run-slow, run automatically when a GPU is present",
     "perf": "timing; skipped unless --run-perf and a GPU is present",
 }
+# Markers that select and need nothing of the machine. `meta`: a test that fails on any
+# edit to certain text whatever the code computes (the README block's staleness, every
+# mutant still applying), so `tools/mutate.py` deselects it: its failure is not a kill.
+SELECTION_MARKERS = {
+    "meta": "fails on an edit to certain text whatever the code computes; tools/mutate.py "
+            "deselects it (a meta-test failing is not a mutant killed)",
+}
 # Markers whose tests execute kernels on the GPU: what diagnosis mode must label.
 GPU_MARKERS = ("gpu", "fp8", "sm90", "sm120", "graph", "perf")
 # Arch markers are named after the family whose hardware they need.
@@ -78,7 +85,7 @@ def needs(item, marker: str) -> bool:
 
 
 def register(config) -> None:
-    for name, description in MARKERS.items():
+    for name, description in {**MARKERS, **SELECTION_MARKERS}.items():
         config.addinivalue_line("markers", f"{name}: {description}")
 
 

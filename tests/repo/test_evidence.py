@@ -32,6 +32,7 @@ def raw_run(tmp_path_factory, summaries):
     return evidence_summary.unpack_raw(EVIDENCE / family, tmp_path_factory.mktemp("raw"))
 
 
+@pytest.mark.meta
 @needs_docs
 def test_readme_measured_block_is_honest_about_this_tree():
     block = evidence.readme_block((REPO_ROOT / "README.md").read_text())

@@ -58,6 +58,7 @@ def _at_head(path: str) -> str | None:
     return out.stdout.decode("utf-8") if out.returncode == 0 else None
 
 
+@pytest.mark.meta
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.name for m in MUTATIONS])
 def test_old_text_occurs_exactly_once_at_head(mutation, tmp_path):
     """At HEAD each `old` text must be unambiguous and the mutant valid Python. Files are
@@ -82,6 +83,7 @@ def test_old_text_occurs_exactly_once_at_head(mutation, tmp_path):
     compile(mutated, mutation.file, "exec")  # a mutant that does not parse is killed for free
 
 
+@pytest.mark.meta
 @pytest.mark.parametrize("mutation", MUTATIONS, ids=[m.name for m in MUTATIONS])
 def test_every_mutation_applies_to_the_working_tree(mutation):
     """A file moved or rewritten (the architecture split moved the policy's tile selection)
@@ -408,3 +410,26 @@ def test_default_command_is_fail_fast_pytest_with_junit():
     assert "-x" in command and "no:cacheprovider" in command
     assert command[-1] == "--junitxml={junit}"
     assert mutate.DEFAULT_TIMEOUT_S == 900
+
+
+def test_meta_tests_are_deselected_so_a_kill_is_a_behavioural_tests():
+    """A meta-test fails on any edit to its text (the README block, the mutant list), so it
+    could "kill" every mutant: the command deselects it, keeping a selection the user gave."""
+    default = mutate.pytest_command("-x -q tests/unit")[3:]   # after `{python} -m pytest`
+    assert default[default.index("-m") + 1] == "not meta"
+    given = mutate.pytest_command("-x -m 'not slow' tests/unit")[3:]
+    assert given.count("-m") == 1 and given[given.index("-m") + 1] == "(not slow) and not meta"
+
+
+def test_the_meta_tests_carry_the_marker():
+    import ast
+
+    marked = set()
+    for path in (REPO / "tests").rglob("test_*.py"):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and any(
+                    ast.unparse(d) == "pytest.mark.meta" for d in node.decorator_list):
+                marked.add(node.name)
+    assert {"test_readme_measured_block_is_honest_about_this_tree",
+            "test_every_mutation_applies_to_the_working_tree",
+            "test_old_text_occurs_exactly_once_at_head"} <= marked

@@ -231,6 +231,21 @@ def test_falls_through_to_upstream_with_the_same_arguments(hooked, device, monke
     assert any(reason in r.getMessage() for r in caplog.records), caplog.text
 
 
+def test_a_layer_is_routed_again_when_the_mode_changes(hooked, device):
+    """The decision remembered on a layer is for its inputs: the same layer called in normal
+    mode, then in deterministic mode, goes upstream and then to det-suite."""
+    method = hooked.method_class()
+    layer, lin = loaded_layer(method, device)
+    x = make_activations(M, K, device=device)
+    hooked.flags.enable_deterministic_inference = False
+    method.apply(layer, x)
+    assert len(hooked.method_class.upstream_calls) == 1
+    hooked.flags.enable_deterministic_inference = True
+    y = method.apply(layer, x)
+    assert len(hooked.method_class.upstream_calls) == 1
+    assert torch.equal(y, fp8_linear(x, lin.weight, lin.weight_scale, lin.input_scale))
+
+
 def test_a_per_channel_scale_that_broadcasts_one_value_is_served_as_that_value(hooked, device):
     """SGLang writes max-scale-then-channelwise scales (CUTLASS without FlashInfer's BMM):
     all equal, so det-suite's per-tensor op computes the same product."""

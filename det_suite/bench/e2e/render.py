@@ -134,7 +134,7 @@ def _bytes(n: int) -> str:
     return f"{n / 1e9:.3f} GB" if n >= 1e8 else f"{n / 1e6:.3f} MB"
 
 
-def _floor_lines(floor: dict) -> list[str]:
+def _floor_lines(floor: dict, control: str | None = None) -> list[str]:
     if not floor["measured"]:
         weight = (f"{_bytes(floor['weight_bytes'])} of weights per decode step; "
                   if floor.get("weight_bytes") else "")
@@ -147,7 +147,21 @@ def _floor_lines(floor: dict) -> list[str]:
              f"{r['decode_ms_per_step']:.3f}", f"{r['floor_ratio']:.2f}"] for r in floor["rows"]]
     lines.append(markdown_table(["arm", "decode", "prefix", "step ms (batch 1)", "x floor"],
                                 rows))
-    return lines
+    return lines + _control_over_arm_lines(floor["rows"], control)
+
+
+def _control_over_arm_lines(rows: list[dict], control: str | None) -> list[str]:
+    """The control's floor ratio over each other arm's, per prefix and decode mode: how
+    much further from the floor the control's step is (issue 39's bar: at most 1.15)."""
+    base = {(r["cuda_graph"], r["prefix"]): r for r in rows if r["arm"] == control}
+    out = [f"- {control} / {r['arm']} at prefix {r['prefix']} "
+           f"({'graph' if r['cuda_graph'] else 'eager'}): "
+           f"{base[(r['cuda_graph'], r['prefix'])]['floor_ratio'] / r['floor_ratio']:.3f}"
+           for r in rows if r["arm"] != control and (r["cuda_graph"], r["prefix"]) in base]
+    if not out:
+        return []
+    return ["", "The control's step over each arm's, both against the floor (1.000: as far "
+                "from it; above 1: the control is further):"] + out
 
 
 def _thermal_lines(thermal: dict) -> list[str]:
@@ -198,7 +212,8 @@ def render_markdown(payload: dict) -> str:
         lines += [f"## {METRIC_LABELS[metric].capitalize()} ({unit}, pooled median)", "",
                   metric_table(payload, metric), ""]
     lines += ["## Where control is slower", ""] + slower_control_lines(payload) + [""]
-    lines += ["## Decode floor (batch 1)", ""] + _floor_lines(payload["summary"]["floor"])
+    lines += ["## Decode floor (batch 1)", ""] + _floor_lines(
+        payload["summary"]["floor"], payload["plan"]["arms"][0]["name"])
     lines += ["", "## Thermal record", ""] + _thermal_lines(payload["summary"]["thermal"])
     if payload["gate"]["failures"]:
         lines += ["", "## Gates FAILED", ""] + [f"- {f}" for f in payload["gate"]["failures"]]

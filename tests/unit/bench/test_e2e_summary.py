@@ -127,3 +127,16 @@ def test_thermal_summary_counts_outcomes_and_peaks():
     assert (t["peak_temp_c"], t["peak_power_w"], t["sm_clock_mhz_range"]) == (66, 430,
                                                                              [1740, 1980])
     assert t["waited_s_total"] == 603.0
+
+
+def test_the_floor_section_gives_the_controls_step_over_each_arms(tmp_path):
+    from det_suite.bench.e2e.render import _floor_lines
+
+    floor = {"weight_bytes": 8_000_000_000, "measured": True,
+             "copy_bandwidth_bytes_per_s": 4e12, "floor_ms": 2.0, "bandwidth_per_boot": [4e12],
+             "rows": [{"arm": a, "cuda_graph": True, "prefix": 128, "decode_ms_per_step": ms,
+                       "floor_ratio": ms / 2.0} for a, ms in (("stock", 3.4), ("det", 2.92))]}
+    lines = _floor_lines(floor, "stock")
+    assert "- stock / det at prefix 128 (graph): 1.164" in lines
+    assert not any(line.startswith("- stock / stock") for line in lines)
+    assert _floor_lines(floor, None)[-1].startswith("|")   # no control named: no lines

@@ -40,8 +40,11 @@ def _one_line(exc: BaseException) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    try:  # building the parser imports every command: a Ctrl-C there is one line too
+        args = build_parser().parse_args(argv)
+    except KeyboardInterrupt:
+        print("\ndet-suite: interrupted (Ctrl-C) before the command started", file=sys.stderr)
+        return EXIT_INTERRUPTED
     sub = getattr(args, "gsm8k_command", None) or getattr(args, "bench_command", None)
     name = f"det-suite {args.command}" + (f" {sub}" if sub else "")
     try:

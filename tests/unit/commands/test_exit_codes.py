@@ -242,3 +242,13 @@ def test_serve_refuses_bad_arguments_before_loading_anything(args, phrase, capsy
     assert main(["serve", "--model", "synthetic:tiny?seed=0", *args]) == 2
     _one_error_line(capsys.readouterr().err, phrase)
 
+
+def test_ctrl_c_while_the_commands_load_exits_130_with_one_line(monkeypatch, capsys):
+    import det_suite.cli as cli
+
+    monkeypatch.setattr(cli, "build_parser", _interrupt)
+    assert main(["run"]) == 130
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and err.strip() == \
+        "det-suite: interrupted (Ctrl-C) before the command started"
+

@@ -25,6 +25,7 @@ operands, as the stock arm does.
 from __future__ import annotations
 
 import dataclasses
+import functools
 
 import torch
 import torch.nn.functional as F
@@ -124,6 +125,13 @@ def _decode_sized(q: torch.Tensor) -> bool:
     return q.numel() // q.shape[-1] <= DECODE_MAX_ROWS
 
 
+@functools.cache
+def _det_ops():
+    from det_suite.engine.opsets import det_opset
+
+    return det_opset()
+
+
 # Per stacked group (by id, the group kept alive beside it): its weight scales per column,
 # made once when the layer is stacked (a host read of the scales; never inside a graph).
 _COLUMN_SCALES: dict[int, tuple] = {}
@@ -169,14 +177,9 @@ def norm_for_group(x, delta, weight, eps, group):
 
 def group_linear(q, group, dtype):
     if _decode_sized(q):
-        from det_suite.ops.linear import fp8_scaled_mm_segmented
-
-        k = q.shape[-1]
-        stacked = q.reshape(1, -1, k).expand(len(group.widths), -1, -1).contiguous()
-        out = fp8_scaled_mm_segmented(stacked, group.weight, group.input_scales,
-                                      group.weight_scales, group.widths, group.bias,
-                                      out_dtype=dtype)
-        return out.reshape(*q.shape[:-1], -1).split(group.widths, dim=-1)
+        # det's stacked GEMM reads one activation per member: every member shares q here.
+        stacked = q.reshape(1, -1, q.shape[-1]).expand(len(group.widths), -1, -1).contiguous()
+        return _det_ops().group_linear(stacked, group, dtype)
     columns = _column_scales(group)
     out = vendor_scaled_mm(q.reshape(-1, q.shape[-1]), group.weight, group.input_scales[:1],
                            columns, group.bias, dtype)
@@ -215,10 +218,8 @@ def fast_log_softmax(logits: torch.Tensor) -> torch.Tensor:
 
 def fast_stock_opset():
     """det's op set with the M- and context-dependent ops swapped for the fast ones above."""
-    from det_suite.engine.opsets import det_opset
-
     return dataclasses.replace(
-        det_opset(), name=MODE, fp8_linear=fast_fp8_linear, bf16_linear=F.linear,
+        _det_ops(), name=MODE, fp8_linear=fast_fp8_linear, bf16_linear=F.linear,
         attention=fast_attention, attention_for_linear=attention_for_linear,
         log_softmax=fast_log_softmax, stack_projections=stack_projections,
         norm_for_group=norm_for_group, group_linear=group_linear)

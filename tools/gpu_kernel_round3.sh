@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Issue 40 on one SM90 GPU (H100 or H200), under 8 minutes: the sm90 tests of the
 # warp-specialised kernel and of the rule-served tiles, then the side-by-side benchmark
-# (tools/kernel_round3_bench.py: det-suite's current tiles, the warp-specialised kernel and
+# (benchmarks/kernel_round3_bench.py: det-suite's current tiles, the warp-specialised kernel and
 # the candidate small-N split against torch._scaled_mm, CUDA Graph replay, one process).
 #
 #   OUT=/some/dir tools/gpu_kernel_round3.sh          (or: tools/gpu_kernel_round3.sh /some/dir)
@@ -28,7 +28,7 @@ else
     echo "pytest is not importable here: the sm90 tests were not run" > "$OUT/pytest.log"
 fi
 
-timeout 290 "$PY" tools/kernel_round3_bench.py "$OUT/kernel_round3.json" --budget-s 240 \
+timeout 290 "$PY" benchmarks/kernel_round3_bench.py "$OUT/kernel_round3.json" --budget-s 240 \
     > "$OUT/bench.log" 2>&1
 status=$?
 echo "bench exit $status" >> "$OUT/bench.log"

@@ -1,5 +1,7 @@
 """A candidate extension of the SM90 rule (`policy.generic`) for small N with large K at
-decode, not served until GPU numbers decide it (tools/gpu_kernel_round3.sh measures it).
+decode. Measured on an H100 (round 3, `docs/kernel-promotion.md`): 1536 x 7168 at M = 1 from
+2.15x to 1.69x the weight-bytes floor, short of 1.3x, so not served; it stays here, beside the
+benchmark that prices it (`kernel_round3_bench.py`, run by tools/gpu_kernel_round3.sh).
 
 The rule splits K only from K = 8192 (MIN_SPLIT_K). A weight with few decode tiles and
 K below that (1536 x 7168: 24 swapped 64-row tiles on 132 SMs) then streams on a fifth of

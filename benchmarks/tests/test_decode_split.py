@@ -1,14 +1,17 @@
-"""The candidate small-N split (`policy.decode_split`): a function of (N, K, SM count) only,
+"""The candidate small-N split (`benchmarks/decode_split.py`): a function of (N, K, SM count) only,
 one reduction schedule for every M when served, and bit-exact suffix rows under the
 interpreter on a shape it splits."""
 
 import pytest
+import torch
 
 from det_suite.invariance import providers as prov
 from det_suite.invariance.cases import stress_operands
 from det_suite.policy import generic, shipped_policy
-from det_suite.policy.decode_split import candidate_entry, candidate_split
+from det_suite.platform.interpreter import interpreter_active
 from det_suite.policy.schedule_identity import schedules_over_m
+
+from benchmarks.decode_split import candidate_entry, candidate_split
 
 SCHEDULE_MS = (1, 2, 15, 16, 17, 31, 32, 33, 64, 65, 128, 129, 256, 257, 1024, 4097)
 
@@ -34,8 +37,8 @@ def test_served_candidate_keeps_one_schedule_for_every_m(monkeypatch, shape):
     assert len(found) == 1, found
 
 
-def test_interpreter_suffix_rows_bit_exact_under_the_candidate(monkeypatch, device, bit_exact):
-    if device != "cpu":
+def test_interpreter_suffix_rows_bit_exact_under_the_candidate(monkeypatch, bit_exact):
+    if torch.cuda.is_available() and not interpreter_active():
         pytest.skip("interpreter-sized")
     monkeypatch.setattr(generic, "generic_entry", candidate_entry)
     provider = prov.provider_from_spec("det_suite:sm90:sms132", "cpu")

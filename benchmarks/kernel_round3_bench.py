@@ -1,8 +1,8 @@
 """Issue 40's GEMM measurement on one SM90 GPU, one process: det-suite's tiles as served,
-the warp-specialised kernel, and the candidate small-N split, each beside
+the warp-specialised kernel, and the candidate small-N split (`benchmarks/decode_split.py`), each beside
 `torch._scaled_mm` (cuBLAS, default accumulation), CUDA Graph replay.
 
-    PYTHONPATH=. python tools/kernel_round3_bench.py OUT.json [--budget-s 330] [--quick]
+    PYTHONPATH=. python benchmarks/kernel_round3_bench.py OUT.json [--budget-s 330] [--quick]
 
 Per cell (shape set, N x K, M) and arm: microseconds, ratio to torch, and bits:
 
@@ -11,7 +11,7 @@ Per cell (shape set, N x K, M) and arm: microseconds, ratio to torch, and bits:
   (`lint.variants.warp_specialized_candidate`: the 128-row, unsplit-workspace TMA tiles);
   its output must equal ``current``'s (`torch.equal`), the claim that it runs the same
   schedule; ``best_same_bits`` per cell is the faster of the two where the bits agree;
-- ``split_candidate``: for shapes whose split the candidate (`policy.decode_split`) would
+- ``split_candidate``: for shapes whose split the candidate (`decode_split`) would
   change, the rule's tiles at the candidate's split, at every M (a split is a property of
   the shape), with decode cells also against the weight-bytes floor, and its error against
   an fp64 product beside cuBLAS default's at M = 512 (its bits are not the current ones).
@@ -44,8 +44,9 @@ from det_suite.lint.variants import warp_specialized_candidate
 from det_suite.models.catalog import projections
 from det_suite.ops import launch_fp8_gemm
 from det_suite.ops.linear import device_policy
-from det_suite.policy.decode_split import candidate_split, entry_with_split
 from det_suite.vendors import torch_scaled_mm
+
+from benchmarks.decode_split import candidate_split, entry_with_split
 
 # The issue's three sets. Qwen3-8B (the bench default, named in the SM90 table); ten shapes
 # of other public models no entry names; fourteen more, small N with large K and odd sizes.
